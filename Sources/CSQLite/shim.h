@@ -1,0 +1,9 @@
+#ifndef PROFILED_CSQLITE_SHIM_H
+#define PROFILED_CSQLITE_SHIM_H
+#include <sqlite3.h>
+
+/// SQLITE_TRANSIENT is a cast macro that Swift cannot import.
+static inline sqlite3_destructor_type profiled_sqlite_transient(void) {
+    return SQLITE_TRANSIENT;
+}
+#endif
