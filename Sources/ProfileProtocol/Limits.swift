@@ -1,0 +1,25 @@
+/// The protocol's fixed limits: value sizes, list lengths, defaults.
+///
+/// Constants only; any thread may read them.
+public enum Limits {
+    /// Most bytes in a userId (after unescaping); an empty userId is an ARGS error instead.
+    public static let userId = 128
+    /// Most bytes in a display name (after unescaping).
+    public static let name = 256
+    /// Most bytes in a portrait URI (after unescaping).
+    public static let portraitUri = 2048
+    /// Most ids in one MGET.
+    public static let maxIds = 1000
+    /// Most triples in one MSET.
+    public static let maxTriples = 1000
+    /// Default longest request line, counting every byte up to and including the LF.
+    public static let defaultMaxLine = 65536
+    /// RECENT's count when the request gives none.
+    public static let recentDefault = 20
+    /// SCAN's count when the request gives none.
+    public static let scanDefault = 100
+    /// Largest count RECENT and SCAN accept.
+    public static let maxCount = 1000
+    /// Most decimal digits in a number argument.
+    public static let maxDigits = 9
+}
