@@ -1,0 +1,93 @@
+/// Writes whole reply lines into caller memory, each with an exact-size companion so
+/// the caller can reserve room first. Nothing here allocates.
+///
+/// Error replies are written by `ProtocolError.write(to:)`.
+///
+/// Stateless; any thread may use it.
+public enum ReplyEncoder {
+    // Fixed replies, LF included; copy them with `write(_:to:)`.
+    public static var pong: StaticString { "PONG\n" }
+    public static var stored: StaticString { "STORED\n" }
+    public static var updated: StaticString { "UPDATED\n" }
+    public static var deleted: StaticString { "DELETED\n" }
+    public static var yes: StaticString { "YES\n" }
+    public static var no: StaticString { "NO\n" }
+    public static var ok: StaticString { "OK\n" }
+    public static var bye: StaticString { "BYE\n" }
+    /// Closes the lists of MGET, RECENT, SCAN and STATS.
+    public static var end: StaticString { "END\n" }
+
+    /// Copies a fixed reply to `out`; returns its length.
+    public static func write(_ reply: StaticString, to out: UnsafeMutableRawPointer) -> Int {
+        copyBytes(reply, to: out)
+    }
+
+    /// Bytes in `VALUE <userId> <name> <portraitUri>\n`.
+    public static func valueLineCount(
+        userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer
+    ) -> Int {
+        6 + ValueEncoder.encodedCount(userId) + 1 + ValueEncoder.encodedCount(name)
+            + 1 + ValueEncoder.encodedCount(portraitUri) + 1
+    }
+
+    /// Writes `VALUE <userId> <name> <portraitUri>\n` at `out`, which must have room
+    /// for `valueLineCount` bytes; returns the bytes written.
+    public static func writeValueLine(
+        userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer,
+        to out: UnsafeMutableRawPointer
+    ) -> Int {
+        var n = copyBytes("VALUE ", to: out)
+        n += ValueEncoder.write(userId, to: out + n)
+        n += copyBytes(" ", to: out + n)
+        n += ValueEncoder.write(name, to: out + n)
+        n += copyBytes(" ", to: out + n)
+        n += ValueEncoder.write(portraitUri, to: out + n)
+        n += copyBytes("\n", to: out + n)
+        return n
+    }
+
+    /// Bytes in `NOTFOUND <userId>\n`.
+    public static func notFoundLineCount(userId: UnsafeRawBufferPointer) -> Int {
+        9 + ValueEncoder.encodedCount(userId) + 1
+    }
+
+    /// Writes `NOTFOUND <userId>\n` at `out`, which must have room for
+    /// `notFoundLineCount` bytes; returns the bytes written.
+    public static func writeNotFoundLine(userId: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) -> Int {
+        var n = copyBytes("NOTFOUND ", to: out)
+        n += ValueEncoder.write(userId, to: out + n)
+        n += copyBytes("\n", to: out + n)
+        return n
+    }
+
+    /// Bytes in `<keyword> <value>\n`, as in `STORED 5` and `COUNT 42`.
+    public static func numberLineCount(_ keyword: StaticString, _ value: UInt64) -> Int {
+        keyword.utf8CodeUnitCount + 1 + decimalCount(value) + 1
+    }
+
+    /// Writes `<keyword> <value>\n` at `out` (`STORED <n>`, `COUNT <n>`), which must
+    /// have room for `numberLineCount` bytes; returns the bytes written.
+    public static func writeNumberLine(_ keyword: StaticString, _ value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
+        var n = copyBytes(keyword, to: out)
+        n += copyBytes(" ", to: out + n)
+        n += writeDecimal(value, to: out + n)
+        n += copyBytes("\n", to: out + n)
+        return n
+    }
+
+    /// Bytes in `STAT <name> <value>\n`.
+    public static func statLineCount(name: StaticString, value: UInt64) -> Int {
+        5 + name.utf8CodeUnitCount + 1 + decimalCount(value) + 1
+    }
+
+    /// Writes `STAT <name> <value>\n` at `out`, which must have room for
+    /// `statLineCount` bytes; returns the bytes written. `name` must be a bare token.
+    public static func writeStatLine(name: StaticString, value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
+        var n = copyBytes("STAT ", to: out)
+        n += copyBytes(name, to: out + n)
+        n += copyBytes(" ", to: out + n)
+        n += writeDecimal(value, to: out + n)
+        n += copyBytes("\n", to: out + n)
+        return n
+    }
+}
