@@ -1,6 +1,8 @@
 import Glibc
 
 /// What `LineFramer.nextLine` found at the front of a receive buffer.
+///
+/// A plain value; any thread may use it.
 public enum FrameResult: Equatable, Sendable {
     /// A complete line. Its content is the first `contentCount` bytes, without the LF
     /// and without one CR directly before it; `consumed` counts through the LF.

@@ -1,4 +1,6 @@
 /// The outcome of `RequestDecoder.decode`.
+///
+/// A plain value; any thread may use it.
 public enum DecodeResult: Sendable {
     /// An empty or all-blank line: it gets no reply.
     case empty
