@@ -1,1 +1,189 @@
-// Placeholder until the module lands.
+import Synchronization
+
+/// A byte-bounded LRU from userId to the encoded `VALUE` reply line, or to a
+/// remembered absence, in front of the profile store.
+///
+/// Thread-safe: any thread may call any method. The cache is split into shards by
+/// the id's hash; each shard has its own lock, table, recency list and an equal
+/// share of the byte budget, so threads rarely wait for one another.
+///
+/// Staleness: `store` and `removeAll` are authoritative and bump the shard's epoch;
+/// `fill` only inserts if the epoch is still the one its ticket was issued at, so a
+/// slow reader cannot put back a row older than an acknowledged write.
+public final class ProfileCache: @unchecked Sendable {
+    public let limitBytes: Int
+
+    @usableFromInline
+    let hasher: KeyHasher
+    /// `shardCount` shards of `shardStride` bytes each: a lock, then the shard's state.
+    @usableFromInline
+    let shards: UnsafeMutableRawPointer
+    @usableFromInline
+    let shardCount: Int
+    /// The hash's top bits pick the shard; the table uses the low bits.
+    @usableFromInline
+    let shardShift: UInt64
+
+    /// The state follows the lock in the same shard.
+    @inlinable
+    static var stateOffset: Int {
+        let alignment = MemoryLayout<ShardState>.alignment
+        return (MemoryLayout<Mutex<Void>>.size + alignment - 1) / alignment * alignment
+    }
+
+    /// Shards are padded to whole cache-line pairs so two threads working on
+    /// neighbouring shards never share a line.
+    @inlinable
+    static var shardStride: Int {
+        (stateOffset + MemoryLayout<ShardState>.size + 127) / 128 * 128
+    }
+
+    /// - Parameters:
+    ///   - limitBytes: the total byte budget, counting what entries really cost:
+    ///     each one's malloc'd block, plus the tables and record arrays that index them.
+    ///   - shardCount: a power of two; each shard gets `limitBytes / shardCount`.
+    public init(limitBytes: Int, shardCount: Int = 64) {
+        guard shardCount > 0, shardCount & (shardCount - 1) == 0, shardCount <= 1 << 16 else {
+            fatalError("shardCount must be a power of two from 1 to 65536, not \(shardCount)")
+        }
+        self.limitBytes = max(0, limitBytes)
+        self.hasher = KeyHasher(seed: UInt64.random(in: .min ... .max))
+        self.shardCount = shardCount
+        self.shardShift = UInt64(64 - shardCount.trailingZeroBitCount)
+        self.shards = UnsafeMutableRawPointer.allocate(byteCount: shardCount * Self.shardStride, alignment: 128)
+        for index in 0..<shardCount {
+            let shard = shard(at: index)
+            shard.lock.initialize(to: Mutex(()))
+            shard.state.initialize(to: ShardState(index: UInt32(index), hasher: hasher,
+                                                  budget: self.limitBytes / shardCount))
+        }
+    }
+
+    deinit {
+        for index in 0..<shardCount {
+            let shard = shard(at: index)
+            shard.state.deinitialize(count: 1)
+            shard.lock.deinitialize(count: 1)
+        }
+        shards.deallocate()
+    }
+
+    /// Looks up `userId` and runs `body` with the outcome while the shard is locked.
+    ///
+    /// A hit or a remembered absence becomes the most recently used entry. Keep
+    /// `body` brief, e.g. copy the reply bytes out: other threads using the same
+    /// shard wait for it. Ids that are empty or longer than 255 bytes always miss.
+    @inlinable
+    public func lookup<R>(_ userId: UnsafeRawBufferPointer, _ body: (CacheLookup) -> R) -> R {
+        let hash = hasher.hash(userId)
+        let shard = shard(at: shardIndex(for: hash))
+        // Handed out through a local rather than as withLock's result, which must be
+        // `sending`: a value computed from the locked state cannot promise that.
+        var result: R?
+        shard.lock.pointee.withLock { _ in
+            result = body(shard.state.pointee.lookup(userId, hash: hash))
+        }
+        return result!
+    }
+
+    /// Offers what the store returned after a miss: `reply` is the encoded VALUE line,
+    /// nil when the id has no profile.
+    ///
+    /// Dropped when a `store` or `removeAll` touched the shard since `ticket` was
+    /// issued, or when the id is cached by now.
+    public func fill(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?, ticket: FillTicket) {
+        let hash = hasher.hash(userId)
+        let index = shardIndex(for: hash)
+        guard Int(ticket.shard) == index, let block = Self.makeBlock(userId, reply: reply) else { return }
+        let shard = shard(at: index)
+        var dropped = DroppedBlocks()
+        shard.lock.pointee.withLock { _ in
+            shard.state.pointee.fill(userId, hash: hash, block: block, ticketEpoch: ticket.epoch, dropped: &dropped)
+        }
+    }
+
+    /// The authoritative update after a committed write: caches `reply`, or an absence
+    /// when it is nil, in place of whatever was cached, and invalidates the shard's
+    /// outstanding fill tickets.
+    ///
+    /// A reply too large to cache still removes the old entry.
+    public func store(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?) {
+        let hash = hasher.hash(userId)
+        let block = Self.makeBlock(userId, reply: reply)
+        let shard = shard(at: shardIndex(for: hash))
+        var dropped = DroppedBlocks()
+        shard.lock.pointee.withLock { _ in
+            shard.state.pointee.store(userId, hash: hash, block: block, dropped: &dropped)
+        }
+    }
+
+    /// Drops every entry (FLUSHALL) and invalidates every outstanding fill ticket.
+    public func removeAll() {
+        for index in 0..<shardCount {
+            let shard = shard(at: index)
+            var retired: ShardState?
+            shard.lock.pointee.withLock { _ in
+                retired = shard.state.pointee.removeAll()
+            }
+            // Frees the old entries now, outside the lock.
+            _ = consume retired
+        }
+    }
+
+    /// Totals over all shards, each read under its own lock.
+    public var statistics: CacheStatistics {
+        var total = CacheStatistics(limitBytes: limitBytes)
+        for index in 0..<shardCount {
+            let shard = shard(at: index)
+            shard.lock.pointee.withLock { _ in
+                let state = shard.state
+                total.items += state.pointee.items
+                total.absentItems += state.pointee.absentItems
+                total.bytes += state.pointee.bytes
+                total.evictions += state.pointee.evictions
+            }
+        }
+        return total
+    }
+
+    /// Every inconsistency found by walking all shards, each under its lock; for tests.
+    func integrityViolations() -> [String] {
+        var violations: [String] = []
+        for index in 0..<shardCount {
+            let shard = shard(at: index)
+            shard.lock.pointee.withLock { _ in
+                violations += shard.state.pointee.integrityViolations()
+            }
+        }
+        return violations
+    }
+
+    private static func makeBlock(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?) -> EntryBlock? {
+        if let reply {
+            return EntryBlock.makeProfile(key: userId, reply: reply)
+        }
+        return EntryBlock.makeAbsence(key: userId)
+    }
+
+    @usableFromInline
+    struct Shard {
+        @usableFromInline let lock: UnsafeMutablePointer<Mutex<Void>>
+        @usableFromInline let state: UnsafeMutablePointer<ShardState>
+
+        @inlinable
+        init(_ base: UnsafeMutableRawPointer) {
+            lock = base.assumingMemoryBound(to: Mutex<Void>.self)
+            state = (base + ProfileCache.stateOffset).assumingMemoryBound(to: ShardState.self)
+        }
+    }
+
+    @inlinable
+    func shard(at index: Int) -> Shard {
+        Shard(shards + index * Self.shardStride)
+    }
+
+    @inlinable
+    func shardIndex(for hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: hash >> shardShift)
+    }
+}

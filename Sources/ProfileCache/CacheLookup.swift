@@ -1,0 +1,36 @@
+/// What a lookup found.
+///
+/// Handed to the body of `ProfileCache.lookup` on the calling thread, while the
+/// shard is locked; a hit's bytes are valid only inside that body.
+public enum CacheLookup {
+    /// The cached reply line, `VALUE <id> <name> <uri>\n` as it is sent.
+    case hit(UnsafeRawBufferPointer)
+    /// The id is known to have no profile.
+    case absent
+    /// Not cached: read the store, then offer the row to `ProfileCache.fill` with this ticket.
+    case miss(FillTicket)
+}
+
+/// Proof of when a miss happened: the shard and its epoch at that moment.
+///
+/// Opaque to callers; any thread may carry it to `ProfileCache.fill`.
+public struct FillTicket: Sendable {
+    let shard: UInt32
+    let epoch: UInt64
+}
+
+/// A snapshot of the cache for STATS, summed over shards (each shard read under its lock).
+///
+/// A value type; any thread may use it.
+public struct CacheStatistics: Sendable, Equatable {
+    /// Cached entries, remembered absences included.
+    public var items = 0
+    /// Of `items`, how many remember that an id has no profile.
+    public var absentItems = 0
+    /// Bytes held: every entry's block plus the shards' tables and record arrays.
+    public var bytes = 0
+    /// Entries removed to make room (not those replaced or flushed).
+    public var evictions = 0
+    /// The budget `bytes` stays within.
+    public var limitBytes = 0
+}

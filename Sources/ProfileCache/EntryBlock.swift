@@ -1,0 +1,134 @@
+import Glibc
+
+/// The one malloc'd block that holds everything an entry owns.
+///
+/// Layout: a 4-byte header (reply length: UInt16, id length: UInt8, kind: UInt8), then
+/// - for a profile: the reply line, followed by the raw id only when the reply does
+///   not already carry those bytes right after `VALUE ` (that is, when the id was quoted);
+/// - for a remembered absence: its two links in the absence list, then the raw id.
+///
+/// A plain pointer wrapper; whoever holds the shard's lock may read and write it.
+struct EntryBlock {
+    enum Kind: UInt8 {
+        case absence
+        case profileWithIdInReply
+        case profileWithIdAfterReply
+    }
+
+    static let headerSize = 4
+    /// Where a bare id starts in a reply line: after `VALUE `.
+    static let idOffsetInReply = 6
+    static let absenceLinksSize = 8
+    static let maxReplyLength = Int(UInt16.max)
+    static let maxKeyLength = Int(UInt8.max)
+
+    let base: UnsafeMutableRawPointer
+
+    init(_ base: UnsafeMutableRawPointer) {
+        self.base = base
+    }
+
+    /// Copies `key` and `reply` into a new block, or returns nil when the sizes do not fit its header.
+    static func makeProfile(key: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer) -> EntryBlock? {
+        guard (1...maxKeyLength).contains(key.count), reply.count <= maxReplyLength else { return nil }
+        let idEnd = idOffsetInReply + key.count
+        let idIsInReply = reply.count >= idEnd
+            && memcmp(reply.baseAddress! + idOffsetInReply, key.baseAddress!, key.count) == 0
+        let kind: Kind = idIsInReply ? .profileWithIdInReply : .profileWithIdAfterReply
+        let block = allocate(kind: kind, replyLength: reply.count, keyLength: key.count,
+                             byteCount: headerSize + reply.count + (idIsInReply ? 0 : key.count))
+        if reply.count > 0 {
+            (block.base + headerSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count)
+        }
+        if !idIsInReply {
+            (block.base + headerSize + reply.count).copyMemory(from: key.baseAddress!, byteCount: key.count)
+        }
+        return block
+    }
+
+    /// A block remembering that `key` has no profile, or nil when the key's size does not fit.
+    static func makeAbsence(key: UnsafeRawBufferPointer) -> EntryBlock? {
+        guard (1...maxKeyLength).contains(key.count) else { return nil }
+        let block = allocate(kind: .absence, replyLength: 0, keyLength: key.count,
+                             byteCount: headerSize + absenceLinksSize + key.count)
+        (block.base + headerSize + absenceLinksSize).copyMemory(from: key.baseAddress!, byteCount: key.count)
+        return block
+    }
+
+    private static func allocate(kind: Kind, replyLength: Int, keyLength: Int, byteCount: Int) -> EntryBlock {
+        // At least a pointer's worth, so a dropped block can be chained through itself.
+        guard let base = malloc(max(byteCount, MemoryLayout<UnsafeMutableRawPointer>.size)) else { fatalError("out of memory allocating a cache entry") }
+        base.storeBytes(of: UInt16(replyLength), as: UInt16.self)
+        base.storeBytes(of: UInt8(keyLength), toByteOffset: 2, as: UInt8.self)
+        base.storeBytes(of: kind.rawValue, toByteOffset: 3, as: UInt8.self)
+        return EntryBlock(base)
+    }
+
+    var replyLength: Int { Int(base.load(as: UInt16.self)) }
+    var keyLength: Int { Int(base.load(fromByteOffset: 2, as: UInt8.self)) }
+    var kind: Kind { Kind(rawValue: base.load(fromByteOffset: 3, as: UInt8.self))! }
+    var isAbsence: Bool { kind == .absence }
+
+    var reply: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base + Self.headerSize, count: replyLength)
+    }
+
+    var key: UnsafeRawBufferPointer {
+        let offset: Int
+        switch kind {
+        case .absence: offset = Self.headerSize + Self.absenceLinksSize
+        case .profileWithIdInReply: offset = Self.headerSize + Self.idOffsetInReply
+        case .profileWithIdAfterReply: offset = Self.headerSize + replyLength
+        }
+        return UnsafeRawBufferPointer(start: base + offset, count: keyLength)
+    }
+
+    func hasKey(_ other: UnsafeRawBufferPointer) -> Bool {
+        keyLength == other.count && Self.bytesEqual(key.baseAddress!, other.baseAddress!, count: other.count)
+    }
+
+    /// Compares short byte strings a word at a time: for ids this beats a call to memcmp.
+    static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+        if count >= 8 {
+            var offset = 0
+            while offset < count - 8 {
+                if a.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                    != b.loadUnaligned(fromByteOffset: offset, as: UInt64.self) {
+                    return false
+                }
+                offset += 8
+            }
+            // The last word may overlap the one before; bytes compared twice compare the same.
+            return a.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+                == b.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+        }
+        if count >= 4 {
+            return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+                && a.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
+                == b.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
+        }
+        for offset in 0..<count
+        where a.load(fromByteOffset: offset, as: UInt8.self) != b.load(fromByteOffset: offset, as: UInt8.self) {
+            return false
+        }
+        return true
+    }
+
+    /// Bytes this block really occupies in the allocator.
+    var footprint: Int { MallocFootprint.of(base) }
+
+    // The absence list's links; only meaningful when `isAbsence`.
+    var absencePrevious: UInt32 {
+        get { base.load(fromByteOffset: Self.headerSize, as: UInt32.self) }
+        nonmutating set { base.storeBytes(of: newValue, toByteOffset: Self.headerSize, as: UInt32.self) }
+    }
+
+    var absenceNext: UInt32 {
+        get { base.load(fromByteOffset: Self.headerSize + 4, as: UInt32.self) }
+        nonmutating set { base.storeBytes(of: newValue, toByteOffset: Self.headerSize + 4, as: UInt32.self) }
+    }
+
+    func deallocate() {
+        free(base)
+    }
+}

@@ -1,0 +1,249 @@
+import Glibc
+
+/// One shard of the cache: its hash table, entry records, recency lists, byte
+/// accounting and fill epoch.
+///
+/// Every method must be called with the shard's lock held.
+@usableFromInline
+struct ShardState: ~Copyable {
+    /// What an absence is charged against its cap beyond its block: its record and
+    /// two buckets, its share of a table kept between three eighths and three quarters full.
+    static let absenceOverhead = MemoryLayout<EntryRecord>.stride + 2 * MemoryLayout<Bucket>.stride
+
+    let index: UInt32
+    let hasher: KeyHasher
+    let budget: Int
+    /// Remembered absences may take at most this much, so a flood of lookups of
+    /// missing ids cannot push the real profiles out.
+    let absenceBudget: Int
+    /// Bumped by every authoritative change; a fill whose ticket carries an older epoch is dropped.
+    private(set) var epoch: UInt64
+
+    private var table = BucketTable()
+    private var records = EntryRecords()
+    /// Every entry, most recently used first.
+    private var recency = RecencyList()
+    /// The absences alone, most recently used first, to evict the oldest when over their cap.
+    private var absences = RecencyList()
+
+    /// Blocks, records and table together: what the shard really holds.
+    private(set) var bytes = 0
+    private(set) var absenceBytes = 0
+    private(set) var items = 0
+    private(set) var absentItems = 0
+    private(set) var evictions = 0
+
+    init(index: UInt32, hasher: KeyHasher, budget: Int, epoch: UInt64 = 0) {
+        self.index = index
+        self.hasher = hasher
+        self.budget = budget
+        self.absenceBudget = budget / 4
+        self.epoch = epoch
+    }
+
+    deinit {
+        for entry in 0..<records.initialized {
+            if let block = records[UInt32(entry)].block {
+                free(block)
+            }
+        }
+    }
+
+    /// Empties the shard and hands back its old contents, for the caller to free outside
+    /// the lock. The new epoch invalidates every ticket issued so far; the eviction count
+    /// carries over, as STATS counters do.
+    mutating func removeAll() -> ShardState {
+        var retired = ShardState(index: index, hasher: hasher, budget: budget, epoch: epoch &+ 1)
+        retired.evictions = evictions
+        swap(&self, &retired)
+        return retired
+    }
+
+    @usableFromInline
+    mutating func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64) -> CacheLookup {
+        guard let found = find(key, hash: hash) else {
+            return .miss(FillTicket(shard: index, epoch: epoch))
+        }
+        let block = EntryBlock(records[found.entry].block!)
+        recency.moveToFront(found.entry, recencyLinks)
+        if block.isAbsence {
+            absences.moveToFront(found.entry, absenceLinks)
+            return .absent
+        }
+        return .hit(block.reply)
+    }
+
+    /// Adds `block` unless the epoch moved since `ticketEpoch` or the key is already cached
+    /// (then by a fill of the same epoch, which read the same row).
+    mutating func fill(_ key: UnsafeRawBufferPointer, hash: UInt64, block: EntryBlock,
+                       ticketEpoch: UInt64, dropped: inout DroppedBlocks) {
+        guard ticketEpoch == epoch, find(key, hash: hash) == nil else {
+            dropped.append(block)
+            return
+        }
+        admit(block, hash: hash, dropped: &dropped)
+    }
+
+    /// Replaces whatever is cached for `key` with `block`, or just removes it when `block`
+    /// is nil (a reply too large to cache must still not leave the old one behind).
+    mutating func store(_ key: UnsafeRawBufferPointer, hash: UInt64, block: EntryBlock?,
+                        dropped: inout DroppedBlocks) {
+        epoch &+= 1
+        if let found = find(key, hash: hash) {
+            remove(found, dropped: &dropped)
+        }
+        if let block {
+            admit(block, hash: hash, dropped: &dropped)
+        }
+    }
+
+    private var recencyLinks: RecencyLinks { RecencyLinks(records: records.base!) }
+    private var absenceLinks: AbsenceLinks { AbsenceLinks(records: records.base!) }
+
+    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64) -> (position: Int, entry: UInt32)? {
+        table.find(UInt32(truncatingIfNeeded: hash)) { entry in
+            EntryBlock(records[entry].block!).hasKey(key)
+        }
+    }
+
+    /// Links `block` in as the most recently used entry, evicting as needed; drops it
+    /// when it cannot fit even in an otherwise empty shard.
+    private mutating func admit(_ block: EntryBlock, hash: UInt64, dropped: inout DroppedBlocks) {
+        let cost = block.footprint
+        let absenceCharge = cost + Self.absenceOverhead
+        guard cost <= budget - table.footprint - records.footprint,
+              !block.isAbsence || absenceCharge <= absenceBudget else {
+            dropped.append(block)
+            return
+        }
+        if block.isAbsence {
+            while absenceBytes + absenceCharge > absenceBudget {
+                evict(absences.tail, dropped: &dropped)
+            }
+        }
+        guard makeRoom(for: cost, dropped: &dropped) else {
+            dropped.append(block)
+            return
+        }
+        let entry = records.claim(for: block.base)
+        table.insert(hash: UInt32(truncatingIfNeeded: hash), entry: entry)
+        recency.pushFront(entry, recencyLinks)
+        items += 1
+        bytes += cost
+        if block.isAbsence {
+            absences.pushFront(entry, absenceLinks)
+            absentItems += 1
+            absenceBytes += absenceCharge
+        }
+    }
+
+    /// Evicts least recently used entries until a block of `cost` bytes fits, growing the
+    /// table or the records first when they are full and the growth itself fits.
+    private mutating func makeRoom(for cost: Int, dropped: inout DroppedBlocks) -> Bool {
+        while true {
+            if table.needsGrowth(toHold: items + 1) {
+                if bytes - table.footprint + table.footprintAfterGrowth + cost <= budget {
+                    bytes -= table.footprint
+                    table.grow()
+                    bytes += table.footprint
+                    continue
+                }
+            } else if records.isFull {
+                if bytes - records.footprint + records.footprintAfterGrowth + cost <= budget {
+                    bytes -= records.footprint
+                    records.grow()
+                    bytes += records.footprint
+                    continue
+                }
+            } else if bytes + cost <= budget {
+                return true
+            }
+            guard recency.tail != .noEntry else { return false }
+            evict(recency.tail, dropped: &dropped)
+        }
+    }
+
+    private mutating func evict(_ entry: UInt32, dropped: inout DroppedBlocks) {
+        let key = EntryBlock(records[entry].block!).key
+        let found = table.find(UInt32(truncatingIfNeeded: hasher.hash(key))) { $0 == entry }!
+        remove(found, dropped: &dropped)
+        evictions += 1
+    }
+
+    private mutating func remove(_ found: (position: Int, entry: UInt32), dropped: inout DroppedBlocks) {
+        let block = EntryBlock(records[found.entry].block!)
+        let cost = block.footprint
+        table.remove(at: found.position)
+        recency.remove(found.entry, recencyLinks)
+        if block.isAbsence {
+            absences.remove(found.entry, absenceLinks)
+            absentItems -= 1
+            absenceBytes -= cost + Self.absenceOverhead
+        }
+        items -= 1
+        bytes -= cost
+        records.release(found.entry)
+        dropped.append(block)
+    }
+}
+
+extension ShardState {
+    /// Every way the shard's structures must agree with one another, as readable
+    /// failures; empty when all is well. For tests: it walks the whole shard.
+    func integrityViolations() -> [String] {
+        var violations: [String] = []
+        func check(_ condition: Bool, _ message: @autoclosure () -> String) {
+            if !condition { violations.append("shard \(index): \(message())") }
+        }
+        var seen = Set<UInt32>()
+        var blockBytes = 0
+        var absenceCharges = 0
+        var absentSeen = 0
+        var previous = UInt32.noEntry
+        var entry = recency.head
+        while entry != .noEntry {
+            guard Int(entry) < records.initialized, seen.insert(entry).inserted,
+                  let base = records[entry].block else {
+                violations.append("shard \(index): recency list is corrupt at entry \(entry)")
+                return violations
+            }
+            let block = EntryBlock(base)
+            check(records[entry].previous == previous, "entry \(entry) has a wrong previous link")
+            blockBytes += block.footprint
+            if block.isAbsence {
+                absentSeen += 1
+                absenceCharges += block.footprint + Self.absenceOverhead
+            }
+            let found = find(block.key, hash: hasher.hash(block.key))
+            check(found?.entry == entry, "entry \(entry) cannot be found by its key")
+            previous = entry
+            entry = records[entry].next
+        }
+        check(recency.tail == previous, "recency tail is not the last entry")
+        check(seen.count == items, "\(seen.count) entries listed, \(items) counted")
+        check(table.occupiedBuckets == items, "\(table.occupiedBuckets) buckets used for \(items) entries")
+        check(absentSeen == absentItems, "\(absentSeen) absences listed, \(absentItems) counted")
+        check(absenceCharges == absenceBytes, "absences charged \(absenceBytes), sum to \(absenceCharges)")
+        check(absenceBytes <= absenceBudget, "absences take \(absenceBytes) of \(absenceBudget)")
+        let structureBytes = table.footprint + records.footprint
+        check(blockBytes + structureBytes == bytes, "bytes counted \(bytes), held \(blockBytes + structureBytes)")
+        check(bytes <= budget, "bytes \(bytes) over budget \(budget)")
+
+        var absenceCount = 0
+        previous = .noEntry
+        entry = absences.head
+        while entry != .noEntry, absenceCount <= absentItems {
+            check(seen.contains(entry) && EntryBlock(records[entry].block!).isAbsence,
+                  "absence list holds entry \(entry), which is no absence")
+            guard seen.contains(entry) else { break }
+            let links = absenceLinks
+            check(links.previous(of: entry) == previous, "absence \(entry) has a wrong previous link")
+            absenceCount += 1
+            previous = entry
+            entry = links.next(of: entry)
+        }
+        check(absenceCount == absentItems, "\(absenceCount) absences linked, \(absentItems) counted")
+        check(absences.tail == previous, "absence tail is not the last absence")
+        return violations
+    }
+}

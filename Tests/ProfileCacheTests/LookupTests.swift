@@ -1,0 +1,110 @@
+import Testing
+@testable import ProfileCache
+
+@Suite struct LookupTests {
+    @Test func emptyCacheMisses() {
+        let cache = ProfileCache(limitBytes: 1 << 20)
+        #expect(cache.seen("42") == .miss)
+        #expect(cache.statistics == CacheStatistics(limitBytes: 1 << 20))
+    }
+
+    @Test func filledReplyIsReturnedByteForByte() throws {
+        let cache = ProfileCache(limitBytes: 1 << 20)
+        let ticket = try #require(cache.missTicket("42"))
+        cache.fill("42", replyLine("42"), ticket)
+        #expect(cache.seen("42") == .hit(replyLine("42")))
+        #expect(cache.seen("43") == .miss)
+        #expect(cache.seen("4") == .miss)
+        #expect(cache.seen("420") == .miss)
+    }
+
+    @Test func filledAbsenceIsRemembered() throws {
+        let cache = ProfileCache(limitBytes: 1 << 20)
+        let ticket = try #require(cache.missTicket("7"))
+        cache.fill("7", nil, ticket)
+        #expect(cache.seen("7") == .absent)
+        #expect(cache.statistics.items == 1)
+        #expect(cache.statistics.absentItems == 1)
+    }
+
+    @Test func storeSetsProfilesAndAbsences() {
+        let cache = ProfileCache(limitBytes: 1 << 20)
+        cache.store("42", replyLine("42"))
+        cache.store("7", nil)
+        #expect(cache.seen("42") == .hit(replyLine("42")))
+        #expect(cache.seen("7") == .absent)
+        cache.store("42", nil)
+        cache.store("7", replyLine("7", name: "Li"))
+        #expect(cache.seen("42") == .absent)
+        #expect(cache.seen("7") == .hit(replyLine("7", name: "Li")))
+        #expect(cache.statistics.items == 2)
+        #expect(cache.statistics.absentItems == 1)
+        #expect(cache.integrityViolations() == [])
+    }
+
+    @Test(arguments: [
+        ("a b", #""a b""#),
+        (#"a"b"#, #""a\"b""#),
+        (#"back\slash"#, #""back\\slash""#),
+        ("tab\there", #""tab\there""#),
+        ("小明", "小明"),
+        ("é", "é"),
+    ])
+    func idsAreFoundByTheirRawBytesHoweverEncoded(id: String, encodedId: String) {
+        let cache = ProfileCache(limitBytes: 1 << 20, shardCount: 1)
+        cache.store(id, replyLine(encodedId))
+        // A neighbour sharing the encoded form's bytes must not be confused with the id.
+        cache.store(encodedId + "x", replyLine(encodedId + "x"))
+        #expect(cache.seen(id) == .hit(replyLine(encodedId)))
+        #expect(cache.seen(encodedId + "x") == .hit(replyLine(encodedId + "x")))
+        if encodedId != id {
+            #expect(cache.seen(encodedId) == .miss)
+        }
+        #expect(cache.integrityViolations() == [])
+    }
+
+    @Test func bareIdsAreStoredOnceQuotedIdsAlongsideTheReply() throws {
+        let bare = Array("小明".utf8)
+        let quoted = Array("a b".utf8)
+        let bareBlock = try #require(bare.withUnsafeBytes { key in
+            Array(replyLine("小明").utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0) }
+        })
+        let quotedBlock = try #require(quoted.withUnsafeBytes { key in
+            Array(replyLine(#""a b""#).utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0) }
+        })
+        defer {
+            bareBlock.deallocate()
+            quotedBlock.deallocate()
+        }
+        #expect(bareBlock.kind == .profileWithIdInReply)
+        #expect(quotedBlock.kind == .profileWithIdAfterReply)
+        #expect(Array(bareBlock.key) == bare)
+        #expect(Array(quotedBlock.key) == quoted)
+    }
+
+    @Test func idsOfEveryLengthUpTo128AreDistinguished() {
+        let cache = ProfileCache(limitBytes: 1 << 22, shardCount: 4)
+        let ids = (1...128).map { String(repeating: "k", count: $0) }
+        for id in ids {
+            cache.store(id, replyLine(id))
+        }
+        for id in ids {
+            #expect(cache.seen(id) == .hit(replyLine(id)))
+        }
+        // Same length, differing only in the last byte or the first.
+        #expect(cache.seen(String(repeating: "k", count: 99) + "j") == .miss)
+        #expect(cache.seen("j" + String(repeating: "k", count: 99)) == .miss)
+        #expect(cache.integrityViolations() == [])
+    }
+
+    @Test func idsTheCacheCannotHoldAlwaysMiss() throws {
+        let cache = ProfileCache(limitBytes: 1 << 20)
+        let long = String(repeating: "x", count: 256)
+        cache.store(long, replyLine(long))
+        #expect(cache.seen(long) == .miss)
+        let ticket = try #require(cache.missTicket(""))
+        cache.fill("", nil, ticket)
+        #expect(cache.seen("") == .miss)
+        #expect(cache.statistics.items == 0)
+    }
+}

@@ -1,0 +1,110 @@
+import Glibc
+@testable import ProfileCache
+
+/// What a lookup saw, with the reply copied out so it can be compared after the lock is gone.
+enum Seen: Equatable {
+    case hit(String)
+    case absent
+    case miss
+}
+
+/// A reply line as the server encodes it; `encodedId` is the id as it appears on the wire.
+func replyLine(_ encodedId: String, name: String = "Fran", uri: String = "https://cdn.example/p.png") -> String {
+    "VALUE \(encodedId) \(name) \(uri)\n"
+}
+
+extension ProfileCache {
+    func seen(_ id: String) -> Seen {
+        seen(Array(id.utf8))
+    }
+
+    func seen(_ id: [UInt8]) -> Seen {
+        id.withUnsafeBytes { key in
+            lookup(key) { outcome in
+                switch outcome {
+                case .hit(let reply): .hit(String(decoding: reply, as: UTF8.self))
+                case .absent: .absent
+                case .miss: .miss
+                }
+            }
+        }
+    }
+
+    /// The ticket a miss hands out, or nil when the id is cached.
+    func missTicket(_ id: String) -> FillTicket? {
+        Array(id.utf8).withUnsafeBytes { key in
+            lookup(key) { outcome in
+                if case .miss(let ticket) = outcome { return ticket }
+                return nil
+            }
+        }
+    }
+
+    func store(_ id: String, _ reply: String?) {
+        store(Array(id.utf8), reply.map { Array($0.utf8) })
+    }
+
+    func store(_ id: [UInt8], _ reply: [UInt8]?) {
+        id.withUnsafeBytes { key in
+            if let reply {
+                reply.withUnsafeBytes { store(key, reply: $0) }
+            } else {
+                store(key, reply: nil)
+            }
+        }
+    }
+
+    func fill(_ id: String, _ reply: String?, _ ticket: FillTicket) {
+        fill(Array(id.utf8), reply.map { Array($0.utf8) }, ticket)
+    }
+
+    func fill(_ id: [UInt8], _ reply: [UInt8]?, _ ticket: FillTicket) {
+        id.withUnsafeBytes { key in
+            if let reply {
+                reply.withUnsafeBytes { fill(key, reply: $0, ticket: ticket) }
+            } else {
+                fill(key, reply: nil, ticket: ticket)
+            }
+        }
+    }
+}
+
+/// A small deterministic generator (SplitMix64), so every run makes the same choices.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
+
+/// Runs `body(threadIndex)` on `count` new POSIX threads at once and waits for all of them.
+func runOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    final class Job: @unchecked Sendable {
+        let body: @Sendable (Int) -> Void
+        let index: Int
+        init(_ body: @escaping @Sendable (Int) -> Void, _ index: Int) {
+            self.body = body
+            self.index = index
+        }
+    }
+    var threads: [pthread_t] = []
+    for index in 0..<count {
+        let job = Unmanaged.passRetained(Job(body, index)).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, { raw in
+            let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
+            job.body(job.index)
+            return nil
+        }, job)
+        precondition(result == 0, "pthread_create failed: \(result)")
+        threads.append(thread)
+    }
+    for thread in threads {
+        pthread_join(thread, nil)
+    }
+}
