@@ -1,1 +1,71 @@
-// Placeholder until the module lands.
+/// One profile as views into the store's memory.
+///
+/// The buffers are valid only inside the callback that received the row: copy
+/// what must outlive it. Values are UTF-8 without NUL bytes.
+///
+/// Threading: a row belongs to the thread running the callback.
+public struct ProfileRow {
+    public var userId: UnsafeRawBufferPointer
+    public var name: UnsafeRawBufferPointer
+    public var portraitUri: UnsafeRawBufferPointer
+
+    public init(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) {
+        self.userId = userId
+        self.name = name
+        self.portraitUri = portraitUri
+    }
+}
+
+/// Reads profiles.
+///
+/// Threading: not thread-safe. One thread at a time uses a reader; each server
+/// worker owns one.
+public protocol ProfileReader: AnyObject {
+    /// Looks a profile up and calls `body` with it, or with nil when there is none.
+    func lookup<R>(_ userId: UnsafeRawBufferPointer, _ body: (ProfileRow?) throws -> R) throws -> R
+    /// The number of profiles in the store.
+    func count() throws -> Int
+    /// Up to `limit` profiles, newest first by write sequence.
+    func recent(limit: Int, _ each: (ProfileRow) throws -> Void) throws
+    /// Up to `limit` profiles whose userId is strictly greater than `after` in
+    /// byte order, ascending. An empty `after` starts at the beginning.
+    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws
+}
+
+/// Writes profiles.
+///
+/// The write methods belong inside `transaction`; called outside one, each
+/// runs in a transaction of its own.
+///
+/// Threading: not thread-safe. The single writer thread owns it.
+public protocol ProfileWriter: AnyObject {
+    /// BEGIN IMMEDIATE; body; COMMIT. On any error: ROLLBACK and rethrow, so
+    /// nothing of `body` stays. Not reentrant.
+    func transaction<R>(_ body: () throws -> R) throws -> R
+    /// Inserts or replaces a profile and gives it the next write sequence, so
+    /// later calls are newer, also within one transaction.
+    func upsert(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) throws
+    /// Changes the given fields (nil keeps a field) and bumps the write
+    /// sequence, then calls `body` with the row as it now is, or with nil when
+    /// there is no such profile (and nothing changed).
+    func update(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer?, portraitUri: UnsafeRawBufferPointer?,
+                _ body: (ProfileRow?) throws -> Void) throws
+    /// Removes a profile; true when there was one.
+    func delete(userId: UnsafeRawBufferPointer) throws -> Bool
+    /// Removes every profile.
+    func deleteAll() throws
+    /// Copies the write-ahead log into the database and truncates it; called
+    /// at clean shutdown, outside a transaction.
+    func checkpoint() throws
+}
+
+/// A store: hands out readers and writers.
+///
+/// Threading: thread-safe. Any thread may ask for a reader or a writer; the
+/// reader or writer then stays on the thread that uses it.
+public protocol ProfileStore: AnyObject, Sendable {
+    func makeReader() throws -> any ProfileReader
+    func makeWriter() throws -> any ProfileWriter
+    /// Names the store in logs, e.g. its path.
+    var description: String { get }
+}

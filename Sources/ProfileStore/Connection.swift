@@ -1,0 +1,80 @@
+import CSQLite
+
+/// One SQLite connection to the store's file, closed in deinit.
+///
+/// Threading: one thread at a time (it is opened with SQLITE_OPEN_NOMUTEX).
+final class Connection {
+    let file: StoreFile
+    let handle: OpaquePointer
+
+    /// Opens the file with the store's busy timeout and extended result codes.
+    ///
+    /// - Parameter create: create the file when it is missing (only the store's
+    ///   first connection does; later ones expect the file it validated).
+    init(file: StoreFile, create: Bool = false) throws(StoreError) {
+        self.file = file
+        var opened: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+            | (create ? SQLITE_OPEN_CREATE : 0)
+        let code = sqlite3_open_v2(file.path, &opened, flags, nil)
+        guard code == SQLITE_OK, let opened else {
+            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+            sqlite3_close_v2(opened)
+            throw StoreError(resultCode: code, message: message, sql: nil, path: file.path)
+        }
+        handle = opened
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, file.busyTimeoutMilliseconds)
+    }
+
+    deinit {
+        // Statements hold their connection, so all of them are finalized by now.
+        sqlite3_close_v2(handle)
+    }
+
+    /// Sets the store's durability level: in WAL mode NORMAL syncs only at
+    /// checkpoints, FULL at every commit.
+    func applySynchronousMode() throws(StoreError) {
+        switch file.synchronous {
+        case .normal: try execute("PRAGMA synchronous = NORMAL")
+        case .full: try execute("PRAGMA synchronous = FULL")
+        }
+    }
+
+    /// Runs SQL without parameters (pragmas, schema), ignoring any rows.
+    func execute(_ sql: String) throws(StoreError) {
+        let code = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard code == SQLITE_OK else { throw error(code, sql: sql) }
+    }
+
+    /// The first column of the first row of a query without parameters.
+    func integer(_ sql: String) throws(StoreError) -> Int64 {
+        let statement = try Statement(self, sql)
+        defer { statement.reset() }
+        guard try statement.step() else {
+            throw StoreError(resultCode: SQLITE_ERROR, message: "no row", sql: sql, path: file.path)
+        }
+        return statement.int64(0)
+    }
+
+    /// The first column of the first row of a query without parameters, as text.
+    func text(_ sql: String) throws(StoreError) -> String {
+        let statement = try Statement(self, sql)
+        defer { statement.reset() }
+        guard try statement.step() else {
+            throw StoreError(resultCode: SQLITE_ERROR, message: "no row", sql: sql, path: file.path)
+        }
+        return String(decoding: statement.text(0), as: UTF8.self)
+    }
+
+    /// The error SQLite just reported on this connection.
+    func error(_ code: Int32, sql: String?) -> StoreError {
+        StoreError(resultCode: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: file.path)
+    }
+
+    /// Whether a transaction is open (SQLite may end one by itself on some errors).
+    var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+}
+
+@available(*, unavailable)
+extension Connection: Sendable {}

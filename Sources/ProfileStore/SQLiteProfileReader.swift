@@ -1,0 +1,68 @@
+import CSQLite
+
+/// Reads profiles over a connection of its own, with its statements prepared
+/// once. Lookups allocate nothing: the id is bound in place and the row is
+/// handed out as views into SQLite's memory.
+///
+/// Threading: one thread at a time.
+final class SQLiteProfileReader: ProfileReader {
+    private let lookupStatement: Statement
+    private let countStatement: Statement
+    private let recentStatement: Statement
+    private let scanStatement: Statement
+
+    init(file: StoreFile) throws(StoreError) {
+        let connection = try Connection(file: file)
+        // query_only: a reader never writes, whatever a caller gets wrong.
+        // mmap: reads of the database file skip a copy into the page cache.
+        try connection.execute("""
+            PRAGMA query_only = ON;
+            PRAGMA mmap_size = \(Self.mapBytes);
+            PRAGMA cache_size = -\(Self.cacheKibibytes);
+            """)
+        try connection.applySynchronousMode()
+        lookupStatement = try Statement(connection,
+            "SELECT user_id, name, portrait_uri FROM profiles WHERE user_id = ?1")
+        countStatement = try Statement(connection, "SELECT count(*) FROM profiles")
+        recentStatement = try Statement(connection,
+            "SELECT user_id, name, portrait_uri FROM profiles ORDER BY seq DESC LIMIT ?1")
+        scanStatement = try Statement(connection,
+            "SELECT user_id, name, portrait_uri FROM profiles WHERE user_id > ?1 ORDER BY user_id LIMIT ?2")
+    }
+
+    static let mapBytes = 1 << 30
+    static let cacheKibibytes = 16 * 1024
+
+    func lookup<R>(_ userId: UnsafeRawBufferPointer, _ body: (ProfileRow?) throws -> R) throws -> R {
+        let statement = lookupStatement
+        defer { statement.reset() }
+        try statement.bind(1, userId)
+        return try body(statement.step() ? statement.profileRow : nil)
+    }
+
+    func count() throws -> Int {
+        let statement = countStatement
+        defer { statement.reset() }
+        _ = try statement.step()
+        return Int(statement.int64(0))
+    }
+
+    func recent(limit: Int, _ each: (ProfileRow) throws -> Void) throws {
+        let statement = recentStatement
+        defer { statement.reset() }
+        try statement.bind(1, Int64(limit))
+        while try statement.step() {
+            try each(statement.profileRow)
+        }
+    }
+
+    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws {
+        let statement = scanStatement
+        defer { statement.reset() }
+        try statement.bind(1, after)
+        try statement.bind(2, Int64(limit))
+        while try statement.step() {
+            try each(statement.profileRow)
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import CSQLite
+
+/// Why the store failed: the SQLite result code, its message, the SQL being
+/// run and the database path, printable as one sentence.
+///
+/// Threading: a plain value; any thread.
+public struct StoreError: Error, CustomStringConvertible, Sendable {
+    /// What a caller may do about it.
+    public enum Kind: Sendable, Equatable {
+        /// Still locked after the busy timeout (SQLITE_BUSY, SQLITE_LOCKED).
+        case busy
+        /// The disk or the database is full (SQLITE_FULL).
+        case full
+        /// The operating system reported an I/O error (SQLITE_IOERR_*).
+        case io
+        /// The file is damaged or truncated (SQLITE_CORRUPT).
+        case corrupt
+        /// Not an SQLite file, or an SQLite file of another application.
+        case notADatabase
+        /// Written by a newer profiled whose schema this build does not know.
+        case newerSchema
+        /// Another process (or another store object) holds the file.
+        case locked
+        /// Anything else.
+        case other
+    }
+
+    public var kind: Kind
+    /// SQLite's extended result code. Failures found outside SQLite carry the
+    /// closest code: SQLITE_BUSY for `.locked`, SQLITE_NOTADB for a foreign
+    /// file, SQLITE_ERROR for `.newerSchema`, SQLITE_CANTOPEN when a directory
+    /// or the lock file cannot be made.
+    public var resultCode: Int32
+    /// SQLite's message, or what this module found.
+    public var message: String
+    /// The statement that failed, when there is one.
+    public var sql: String?
+    /// The database file.
+    public var path: String
+
+    public init(kind: Kind, resultCode: Int32, message: String, sql: String? = nil, path: String) {
+        self.kind = kind
+        self.resultCode = resultCode
+        self.message = message
+        self.sql = sql
+        self.path = path
+    }
+
+    /// An error reported by SQLite, classified by its primary result code.
+    init(resultCode: Int32, message: String, sql: String?, path: String) {
+        self.init(kind: Self.kind(ofResultCode: resultCode), resultCode: resultCode,
+                  message: message, sql: sql, path: path)
+    }
+
+    static func kind(ofResultCode code: Int32) -> Kind {
+        switch code & 0xff {
+        case SQLITE_BUSY, SQLITE_LOCKED: .busy
+        case SQLITE_FULL: .full
+        case SQLITE_IOERR: .io
+        case SQLITE_CORRUPT: .corrupt
+        case SQLITE_NOTADB: .notADatabase
+        default: .other
+        }
+    }
+
+    public var description: String {
+        let cause = "\(message) (SQLite code \(resultCode))"
+        let statement = sql.map { " while running `\($0)`" } ?? ""
+        switch kind {
+        case .locked:
+            return "\(path) is in use by another process (is profiled running?)."
+        case .notADatabase:
+            return "\(path) is not a profiled database: \(message)."
+        case .newerSchema:
+            return "\(path) was written by a newer profiled: \(message)."
+        case .corrupt:
+            return "\(path) is damaged or truncated: \(cause)\(statement)."
+        case .busy:
+            return "\(path) stayed locked past the busy timeout: \(cause)\(statement)."
+        case .full:
+            return "The disk or database at \(path) is full: \(cause)\(statement)."
+        case .io:
+            return "Reading or writing \(path) failed: \(cause)\(statement)."
+        case .other:
+            return "The store at \(path) failed: \(cause)\(statement)."
+        }
+    }
+}

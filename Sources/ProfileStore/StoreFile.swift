@@ -1,0 +1,86 @@
+import CSQLite
+import Glibc
+import Synchronization
+
+/// The database file a store opened: its path and settings, the process-
+/// exclusive lock on it, and the fault injected into its writers.
+///
+/// Every connection keeps it alive, so the lock is held until the store and
+/// all of its readers and writers are gone.
+///
+/// Threading: thread-safe.
+final class StoreFile: Sendable {
+    let path: String
+    let synchronous: SynchronousMode
+    let busyTimeoutMilliseconds: Int32
+    /// An open descriptor of `<path>.lock` holding flock(LOCK_EX). It is a
+    /// sidecar because closing any descriptor of the database file itself
+    /// would drop SQLite's POSIX locks on it.
+    private let lockDescriptor: Int32
+    /// The result code writers fail with, or SQLITE_OK (0) when none.
+    private let injectedFault = Atomic<Int32>(0)
+
+    /// Makes the parent directories and takes the lock.
+    ///
+    /// - Throws: `.locked` when another process or store holds the file.
+    init(path: String, synchronous: SynchronousMode, busyTimeoutMilliseconds: Int32) throws(StoreError) {
+        self.path = path
+        self.synchronous = synchronous
+        self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
+        try makeDirectories(parentOf: path, databasePath: path)
+        let lockPath = path + ".lock"
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw cannotOpen("cannot open the lock file \(lockPath)", errno: errno, path: path)
+        }
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            let error = errno
+            if error == EINTR { continue }
+            close(descriptor)
+            if error == EWOULDBLOCK {
+                throw StoreError(kind: .locked, resultCode: SQLITE_BUSY,
+                                 message: "\(lockPath) is locked", path: path)
+            }
+            throw cannotOpen("cannot lock \(lockPath)", errno: error, path: path)
+        }
+        lockDescriptor = descriptor
+    }
+
+    deinit {
+        close(lockDescriptor)
+    }
+
+    /// The result code writers should fail with, if one is injected.
+    @inline(__always)
+    var fault: Int32? {
+        let code = injectedFault.load(ordering: .relaxed)
+        return code == 0 ? nil : code
+    }
+
+    func setFault(_ code: Int32?) {
+        injectedFault.store(code ?? 0, ordering: .relaxed)
+    }
+}
+
+private func cannotOpen(_ what: String, errno error: Int32, path: String) -> StoreError {
+    StoreError(kind: .other, resultCode: SQLITE_CANTOPEN,
+               message: "\(what): \(String(cString: strerror(error)))", path: path)
+}
+
+/// mkdir -p of the directory holding `path`, with mode 0755.
+private func makeDirectories(parentOf path: String, databasePath: String) throws(StoreError) {
+    guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return }
+    let parent = path.utf8[..<slash]
+    var prefixes: [Substring.UTF8View.Index] = parent.indices.filter {
+        parent[$0] == UInt8(ascii: "/") && $0 != parent.startIndex
+    }
+    prefixes.append(parent.endIndex)
+    for end in prefixes {
+        let directory = String(Substring(parent[..<end]))
+        if mkdir(directory, 0o755) == 0 { continue }
+        let error = errno
+        var status = stat()
+        if stat(directory, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR { continue }
+        throw cannotOpen("cannot create the directory \(directory)", errno: error, path: databasePath)
+    }
+}

@@ -1,0 +1,167 @@
+import Glibc
+import Testing
+@testable import ProfileStore
+
+@Suite struct OpeningTests {
+    let directory = TemporaryDirectory()
+
+    /// Runs SQL on the file directly, holding the store's lock meanwhile.
+    func execute(_ sql: String, on path: String) throws {
+        let file = try StoreFile(path: path, synchronous: .normal, busyTimeoutMilliseconds: 1000)
+        try Connection(file: file, create: true).execute(sql)
+    }
+
+    func integer(_ sql: String, on path: String) throws -> Int64 {
+        let file = try StoreFile(path: path, synchronous: .normal, busyTimeoutMilliseconds: 1000)
+        return try Connection(file: file).integer(sql)
+    }
+
+    /// Opening `path` fails with `kind`, names the path, and leaves the file byte-identical.
+    func expectRefused(_ path: String, _ kind: StoreError.Kind, sourceLocation: SourceLocation = #_sourceLocation) {
+        let before = contents(of: path)
+        let error = #expect(throws: StoreError.self, sourceLocation: sourceLocation) { _ = try openStore(path) }
+        #expect(error?.kind == kind, sourceLocation: sourceLocation)
+        #expect(error?.description.contains(path) == true, sourceLocation: sourceLocation)
+        #expect(contents(of: path) == before, "the refused file was changed", sourceLocation: sourceLocation)
+    }
+
+    @Test func aNewFileGetsTheSchemaVersionAndApplicationId() throws {
+        let path = directory.file("profiles.sqlite3")
+        _ = try openStore(path)
+        #expect(SQLiteProfileStore.schemaVersion == 1)
+        #expect(try integer("PRAGMA user_version", on: path) == 1)
+        #expect(try integer("PRAGMA application_id", on: path) == 0x5052_4F46)
+        #expect(try integer("SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'", on: path) == 1)
+    }
+
+    @Test func missingParentDirectoriesAreCreated() throws {
+        let path = directory.file("a/b/profiles.sqlite3")
+        let store = try openStore(path)
+        try store.makeWriter().upsert(Profile("1", "", ""))
+        var status = stat()
+        #expect(stat(directory.file("a/b"), &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR)
+        #expect(contents(of: path).count > 0)
+    }
+
+    @Test func anEmptyFileBecomesANewStore() throws {
+        let path = directory.file("profiles.sqlite3")
+        write([], to: path)
+        let store = try openStore(path)
+        try store.makeWriter().upsert(Profile("1", "", ""))
+        #expect(try store.makeReader().count() == 1)
+    }
+
+    @Test func aFileFromANewerSchemaIsRefused() throws {
+        let path = directory.file("profiles.sqlite3")
+        try openStore(path).makeWriter().upsert(Profile("1", "", ""))
+        try execute("PRAGMA user_version = 2", on: path)
+        expectRefused(path, .newerSchema)
+    }
+
+    @Test func aFileThatIsNotSQLiteIsRefused() throws {
+        let path = directory.file("profiles.sqlite3")
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let noise = (0..<8192).map { _ in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return UInt8(truncatingIfNeeded: state >> 56)
+        }
+        write(noise, to: path)
+        expectRefused(path, .notADatabase)
+    }
+
+    @Test func aTextFileIsRefused() throws {
+        let path = directory.file("profiles.sqlite3")
+        write(Array("user_id,name,portrait_uri\n42,Fran,p.png\n".utf8), to: path)
+        expectRefused(path, .notADatabase)
+    }
+
+    @Test func anSQLiteFileOfAnotherApplicationIsRefused() throws {
+        let path = directory.file("other.sqlite3")
+        try execute("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('hello')", on: path)
+        expectRefused(path, .notADatabase)
+    }
+
+    @Test func anSQLiteFileWithAnotherApplicationIdIsRefused() throws {
+        let path = directory.file("other.sqlite3")
+        try execute("PRAGMA application_id = 1234; PRAGMA journal_mode = WAL", on: path)
+        expectRefused(path, .notADatabase)
+    }
+
+    @Test func aTruncatedFileIsRefused() throws {
+        let path = directory.file("profiles.sqlite3")
+        do {
+            let writer = try openStore(path).makeWriter()
+            let name = String(repeating: "n", count: 200)
+            try writer.transaction {
+                for index in 0..<2000 { try writer.upsert(Profile("user\(index)", name, "")) }
+            }
+        }
+        let whole = contents(of: path)
+        #expect(whole.count > 100_000)
+        write(Array(whole.prefix(whole.count / 2)), to: path)
+        expectRefused(path, .corrupt)
+    }
+
+    @Test func aMigrationFromVersionZeroCreatesTheSchema() throws {
+        let path = directory.file("profiles.sqlite3")
+        let file = try StoreFile(path: path, synchronous: .normal, busyTimeoutMilliseconds: 1000)
+        let connection = try Connection(file: file, create: true)
+        try Schema.migrate(connection, from: 0)
+        #expect(try connection.integer("PRAGMA user_version") == Int64(Schema.version))
+        #expect(try connection.integer("PRAGMA application_id") == Int64(Schema.applicationId))
+        #expect(try connection.integer("SELECT count(*) FROM profiles") == 0)
+    }
+
+    @Test func migrationsRunInOrderFromTheFilesVersion() throws {
+        let path = directory.file("profiles.sqlite3")
+        let file = try StoreFile(path: path, synchronous: .normal, busyTimeoutMilliseconds: 1000)
+        let connection = try Connection(file: file, create: true)
+        let steps = ["CREATE TABLE t (x)", "INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (2)"]
+        try Schema.migrate(connection, from: 0, steps: Array(steps.prefix(2)))
+        try Schema.migrate(connection, from: 2, steps: steps)
+        #expect(try connection.integer("PRAGMA user_version") == 3)
+        #expect(try connection.integer("SELECT sum(x) FROM t") == 3)
+    }
+
+    @Test func aFailedMigrationLeavesTheFileAtItsVersion() throws {
+        let path = directory.file("profiles.sqlite3")
+        let file = try StoreFile(path: path, synchronous: .normal, busyTimeoutMilliseconds: 1000)
+        let connection = try Connection(file: file, create: true)
+        try Schema.migrate(connection, from: 0, steps: ["CREATE TABLE t (x)"])
+        #expect(throws: StoreError.self) {
+            try Schema.migrate(connection, from: 1, steps: ["CREATE TABLE t (x)", "CREATE TABLE u (y)", "not sql"])
+        }
+        #expect(try connection.integer("PRAGMA user_version") == 1)
+        #expect(try connection.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'u'") == 0)
+        #expect(!connection.isInTransaction)
+    }
+}
+
+@Suite struct LockTests {
+    let directory = TemporaryDirectory()
+
+    @Test func aSecondOpenIsRefusedUntilTheFirstIsGone() throws {
+        let path = directory.file("profiles.sqlite3")
+        var first: SQLiteProfileStore? = try openStore(path)
+        var reader: (any ProfileReader)? = try first?.makeReader()
+
+        let error = #expect(throws: StoreError.self) { _ = try openStore(path) }
+        #expect(error?.kind == .locked)
+        #expect(error?.description == "\(path) is in use by another process (is profiled running?).")
+
+        first = nil
+        #expect(throws: StoreError.self, "a reader keeps the lock") { _ = try openStore(path) }
+        #expect(try reader?.count() == 0)
+        reader = nil
+
+        let second = try openStore(path)
+        #expect(try second.makeReader().count() == 0)
+    }
+
+    @Test func theLockFollowsTheFileNotTheSpelling() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let error = #expect(throws: StoreError.self) { _ = try openStore(directory.path + "/./profiles.sqlite3") }
+        #expect(error?.kind == .locked)
+        withExtendedLifetime(store) {}
+    }
+}

@@ -1,0 +1,142 @@
+import Glibc
+@testable import ProfileStore
+
+/// A fresh directory from mkdtemp, removed with everything in it on deinit.
+final class TemporaryDirectory {
+    let path: String
+
+    init() {
+        let base = getenv("TMPDIR").map { String(cString: $0) } ?? P_tmpdir
+        var template = Array("\(base)/profilestore-test.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            fatalError("mkdtemp failed: \(String(cString: strerror(errno)))")
+        }
+        path = String(cString: made)
+    }
+
+    deinit {
+        removeTree(path)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+}
+
+private func removeTree(_ path: String) {
+    var status = stat()
+    guard lstat(path, &status) == 0 else { return }
+    if (status.st_mode & S_IFMT) == S_IFDIR, let directory = opendir(path) {
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            if name != "." && name != ".." { removeTree(path + "/" + name) }
+        }
+        closedir(directory)
+        rmdir(path)
+    } else {
+        unlink(path)
+    }
+}
+
+/// A profile copied out of a ProfileRow, for comparing.
+struct Profile: Equatable, CustomStringConvertible {
+    var userId: String
+    var name: String
+    var portraitUri: String
+
+    init(_ userId: String, _ name: String, _ portraitUri: String) {
+        self.userId = userId
+        self.name = name
+        self.portraitUri = portraitUri
+    }
+
+    init(_ row: ProfileRow) {
+        self.init(String(decoding: row.userId, as: UTF8.self), String(decoding: row.name, as: UTF8.self),
+                  String(decoding: row.portraitUri, as: UTF8.self))
+    }
+
+    var description: String { "(\(userId), \(name), \(portraitUri))" }
+}
+
+func withBytes<R>(_ text: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try Array(text.utf8).withUnsafeBytes(body)
+}
+
+func withOptionalBytes<R>(_ text: String?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    guard let text else { return try body(nil) }
+    return try withBytes(text) { try body($0) }
+}
+
+extension ProfileWriter {
+    func upsert(_ profile: Profile) throws {
+        try withBytes(profile.userId) { id in
+            try withBytes(profile.name) { name in
+                try withBytes(profile.portraitUri) { uri in
+                    try upsert(userId: id, name: name, portraitUri: uri)
+                }
+            }
+        }
+    }
+
+    /// The row after the update, or nil when there was none.
+    func update(_ userId: String, name: String?, portraitUri: String?) throws -> Profile? {
+        var updated: Profile?
+        try withBytes(userId) { id in
+            try withOptionalBytes(name) { name in
+                try withOptionalBytes(portraitUri) { uri in
+                    try update(userId: id, name: name, portraitUri: uri) { row in updated = row.map(Profile.init) }
+                }
+            }
+        }
+        return updated
+    }
+
+    func delete(_ userId: String) throws -> Bool {
+        try withBytes(userId) { try delete(userId: $0) }
+    }
+}
+
+extension ProfileReader {
+    func get(_ userId: String) throws -> Profile? {
+        try withBytes(userId) { id in try lookup(id) { $0.map(Profile.init) } }
+    }
+
+    func recent(_ limit: Int) throws -> [String] {
+        var ids: [String] = []
+        try recent(limit: limit) { ids.append(Profile($0).userId) }
+        return ids
+    }
+
+    func scan(after: String, limit: Int) throws -> [String] {
+        var ids: [String] = []
+        try withBytes(after) { after in
+            try scan(after: after, limit: limit) { ids.append(Profile($0).userId) }
+        }
+        return ids
+    }
+}
+
+/// The whole content of a file, to check that it was left untouched.
+func contents(of path: String) -> [UInt8] {
+    let descriptor = open(path, O_RDONLY)
+    guard descriptor >= 0 else { return [] }
+    defer { close(descriptor) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        if count <= 0 { return bytes }
+        bytes += chunk[..<count]
+    }
+}
+
+func write(_ bytes: [UInt8], to path: String) {
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    precondition(descriptor >= 0, "cannot create \(path)")
+    defer { close(descriptor) }
+    let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+    precondition(written == bytes.count, "short write to \(path)")
+}
+
+/// Opens a store, failing the test with the error when it cannot.
+func openStore(_ path: String, busyTimeoutMilliseconds: Int32 = 5000) throws -> SQLiteProfileStore {
+    try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+}

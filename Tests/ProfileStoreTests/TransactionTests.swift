@@ -1,0 +1,151 @@
+import CSQLite
+import Testing
+@testable import ProfileStore
+
+private struct Abort: Error {}
+
+@Suite struct TransactionTests {
+    let directory = TemporaryDirectory()
+
+    /// The write sequence of each stored profile, read behind the store's back.
+    func sequences(_ store: SQLiteProfileStore) throws -> [String: Int64] {
+        let statement = try Statement(Connection(file: store.file), "SELECT user_id, seq FROM profiles")
+        defer { statement.reset() }
+        var result: [String: Int64] = [:]
+        while try statement.step() {
+            result[String(decoding: statement.text(0), as: UTF8.self)] = statement.int64(1)
+        }
+        return result
+    }
+
+    @Test func rollbackLeavesNothingAndRethrows() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        let reader = try store.makeReader()
+        try writer.upsert(Profile("keep", "k", ""))
+
+        #expect(throws: Abort.self) {
+            try writer.transaction {
+                try writer.upsert(Profile("new", "n", ""))
+                try writer.upsert(Profile("keep", "changed", ""))
+                _ = try writer.update("keep", name: "again", portraitUri: nil)
+                _ = try writer.delete("keep")
+                throw Abort()
+            }
+        }
+        #expect(try reader.get("new") == nil)
+        #expect(try reader.get("keep") == Profile("keep", "k", ""))
+        #expect(try reader.count() == 1)
+    }
+
+    @Test func rollbackRestoresTheSequence() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        try writer.upsert(Profile("a", "", ""))
+        #expect(throws: Abort.self) {
+            try writer.transaction {
+                for index in 0..<10 { try writer.upsert(Profile("x\(index)", "", "")) }
+                throw Abort()
+            }
+        }
+        try writer.upsert(Profile("b", "", ""))
+        #expect(try sequences(store) == ["a": 1, "b": 2])
+        #expect(try store.makeReader().recent(10) == ["b", "a"])
+    }
+
+    @Test func theTransactionReturnsTheBodysResult() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        let deleted = try writer.transaction {
+            try writer.upsert(Profile("a", "", ""))
+            return try writer.delete("a")
+        }
+        #expect(deleted)
+    }
+
+    @Test func nestedTransactionsAreRefusedWithoutHarm() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        try writer.transaction {
+            try writer.upsert(Profile("outer", "", ""))
+            #expect(throws: StoreError.self) { try writer.transaction {} }
+            try writer.upsert(Profile("after", "", ""))
+        }
+        #expect(try store.makeReader().recent(10) == ["after", "outer"])
+    }
+
+    @Test func aReaderSeesCommitsMadeAfterItOpened() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let reader = try store.makeReader()
+        #expect(try reader.get("42") == nil)
+        #expect(try reader.count() == 0)
+
+        let writer = try store.makeWriter()
+        try writer.upsert(Profile("42", "Fran", ""))
+        #expect(try reader.get("42") == Profile("42", "Fran", ""))
+        #expect(try reader.count() == 1)
+    }
+
+    @Test(arguments: [(SQLITE_FULL, StoreError.Kind.full), (SQLITE_IOERR | 3 << 8, .io), (SQLITE_BUSY, .busy)])
+    func anInjectedFaultFailsTheTransactionAndChangesNothing(code: Int32, kind: StoreError.Kind) throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        let reader = try store.makeReader()
+        try writer.upsert(Profile("keep", "k", ""))
+
+        store.setFault(code)
+        let error = #expect(throws: StoreError.self) {
+            try writer.transaction {
+                try writer.upsert(Profile("new", "n", ""))
+            }
+        }
+        #expect(error?.kind == kind)
+        #expect(error?.resultCode == code)
+        #expect(throws: StoreError.self) { try writer.deleteAll() }
+        #expect(try reader.get("keep") != nil)
+        #expect(try reader.count() == 1)
+
+        store.setFault(nil)
+        try writer.upsert(Profile("new", "n", ""))
+        #expect(try reader.count() == 2)
+    }
+
+    @Test func aFaultAtCommitRollsBackWhatTheBodyWrote() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        let error = #expect(throws: StoreError.self) {
+            try writer.transaction {
+                try writer.upsert(Profile("a", "", ""))
+                store.setFault(SQLITE_FULL)
+            }
+        }
+        #expect(error?.sql == "COMMIT")
+        store.setFault(nil)
+        #expect(try store.makeReader().count() == 0)
+    }
+
+    @Test func aWriteLockHeldPastTheTimeoutIsBusy() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"), busyTimeoutMilliseconds: 1)
+        let writer = try store.makeWriter()
+        let intruder = try Connection(file: store.file)
+        try intruder.execute("BEGIN IMMEDIATE")
+
+        let error = #expect(throws: StoreError.self) { try writer.upsert(Profile("a", "", "")) }
+        #expect(error?.kind == .busy)
+        #expect(error?.sql == "BEGIN IMMEDIATE")
+
+        try intruder.execute("ROLLBACK")
+        try writer.upsert(Profile("a", "", ""))
+    }
+
+    @Test func checkpointEmptiesTheLog() throws {
+        let path = directory.file("profiles.sqlite3")
+        let store = try openStore(path)
+        let writer = try store.makeWriter()
+        try writer.upsert(Profile("a", "", ""))
+        #expect(contents(of: path + "-wal").count > 0)
+        try writer.checkpoint()
+        #expect(contents(of: path + "-wal").count == 0)
+        #expect(try store.makeReader().get("a") != nil)
+    }
+}
