@@ -9,8 +9,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <sys/eventfd.h>
+#include <netdb.h>
 #include <event2/event.h>
 #include <event2/buffer.h>
 #include <event2/thread.h>
 #include <event2/util.h>
+
+/// accept4 is a GNU extension that the Glibc module does not declare; it saves a
+/// fcntl per connection by making the socket non-blocking as it is accepted.
+extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 #endif

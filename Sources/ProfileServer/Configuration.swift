@@ -1,0 +1,42 @@
+import ProfileProtocol
+import ProfileStore
+
+/// Everything profiled needs to start, already validated by the executable's argument parser.
+///
+/// A plain value: any thread may read it.
+public struct ServerConfiguration: Sendable {
+    /// TCP address to listen on; nil disables TCP (Unix socket only).
+    public var host: String = "127.0.0.1"
+    public var port: UInt16 = 7711
+    public var listenTCP: Bool = true
+    /// Optional Unix domain socket path.
+    public var unixPath: String? = nil
+    /// Database path; nil means the default location (see `SQLiteProfileStore.defaultPath`).
+    public var databasePath: String? = nil
+    public var cacheMegabytes: Int = 256
+    /// Worker threads; 0 means one per core.
+    public var threads: Int = 0
+    public var tokensPath: String? = nil
+    public var maxConnections: Int = 10_000
+    public var maxLine: Int = Limits.defaultMaxLine
+    public var synchronous: SynchronousMode = .normal
+    public var allowInsecureBind: Bool = false
+    public var busyTimeoutMilliseconds: Int32 = 5000
+
+    public init() {}
+
+    /// Requests one connection may have answered per wake-up before others get a turn.
+    var requestsPerWakeup: Int { 512 }
+    /// Unsent reply bytes past which a connection is no longer read from (backpressure).
+    var outputHighWater: Int { 1 << 20 }
+    /// Unsent reply bytes past which a connection is closed: a client that never reads.
+    var outputHardLimit: Int { 64 << 20 }
+}
+
+/// Whether a host name or address is loopback: 127.0.0.0/8, ::1 or `localhost`.
+public func isLoopback(host: String) -> Bool {
+    if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+    let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+    guard parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) else { return false }
+    return parts[0] == "127"
+}

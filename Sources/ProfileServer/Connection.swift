@@ -1,0 +1,89 @@
+import CLibevent
+import Glibc
+import ProfileProtocol
+
+/// One client connection, from accept to close.
+///
+/// Owned and used only by the worker thread it was handed to; the writer thread holds
+/// references to connections with writes in flight but never touches their state.
+final class Connection {
+    /// Where a connection is in its life. memcached keeps these in one enum; so do we.
+    enum Phase {
+        /// Reading and answering requests.
+        case serving
+        /// QUIT or TOOLONG was answered, or the server is stopping: nothing more is read;
+        /// the connection closes once its replies are sent.
+        case closing
+        /// Closed; the socket and events are released.
+        case closed
+    }
+
+    let fd: Int32
+    unowned let worker: Worker
+    var phase = Phase.serving
+    var role: Role
+    /// Writes sent to the writer and not answered yet. While there are any, only more writes
+    /// are taken from the input, so replies keep request order.
+    var writesInFlight = 0
+    /// The peer shut down its sending side: answer what arrived, then close.
+    var peerClosed = false
+
+    /// Received bytes not yet handled (a partial line, or lines left while paused); at most maxLine.
+    var pending: UnsafeMutableRawPointer? = nil
+    var pendingCount = 0
+
+    /// Reply bytes the socket has not taken yet.
+    let output: OpaquePointer
+    var readEvent: OpaquePointer? = nil
+    var writeEvent: OpaquePointer? = nil
+    var reading = false
+    var writing = false
+
+    init(fd: Int32, worker: Worker, role: Role) {
+        self.fd = fd
+        self.worker = worker
+        self.role = role
+        output = evbuffer_new()
+    }
+
+    deinit {
+        evbuffer_free(output)
+        pending?.deallocate()
+    }
+
+    var queuedOutput: Int { evbuffer_get_length(output) }
+
+    /// Keeps `count` unhandled bytes for the next pass, after any already kept.
+    func keepPending(_ bytes: UnsafeRawPointer, count: Int, capacity: Int) {
+        if pending == nil { pending = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16) }
+        (pending! + pendingCount).copyMemory(from: bytes, byteCount: count)
+        pendingCount += count
+    }
+
+    /// Drops the first `count` pending bytes; frees the buffer once empty so idle connections stay small.
+    func consumePending(_ count: Int) {
+        guard count > 0 else { return }
+        pendingCount -= count
+        if pendingCount == 0 {
+            pending?.deallocate()
+            pending = nil
+        } else {
+            pending!.copyMemory(from: pending! + count, byteCount: pendingCount)
+        }
+    }
+
+    /// Releases the socket and its events. The object lives on while write jobs still reference it.
+    func releaseResources() {
+        if let readEvent { event_free(readEvent) }
+        if let writeEvent { event_free(writeEvent) }
+        readEvent = nil
+        writeEvent = nil
+        reading = false
+        writing = false
+        close(fd)
+        phase = .closed
+        pending?.deallocate()
+        pending = nil
+        pendingCount = 0
+    }
+}

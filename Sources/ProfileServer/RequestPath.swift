@@ -1,0 +1,375 @@
+import CLibevent
+import Glibc
+import ProfileCache
+import ProfileProtocol
+import ProfileStore
+
+// The request path: frame, decode, check the role, execute, encode, all on the worker's
+// thread, from the bytes as received to the reply scratch, without allocating on a cache hit.
+
+extension Worker {
+    /// Serves the complete lines at the start of `bytes`; returns how many bytes it used.
+    ///
+    /// Stops early at the per-wake-up budget, when replies pile up, when a read must wait for
+    /// this connection's writes, and at QUIT or TOOLONG.
+    func handleInput(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        var used = 0
+        var budget = context.configuration.requestsPerWakeup
+        let highWater = context.configuration.outputHighWater
+        while used < count && budget > 0 && connection.phase == .serving {
+            if out.count + connection.queuedOutput >= highWater { break }
+            let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)
+            switch LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine) {
+            case .needMore:
+                return used
+            case .tooLong:
+                guard connection.writesInFlight == 0 else { return used }
+                reply(error: .tooLong, to: connection)
+                connection.phase = .closing
+                return count
+            case .line(let contentCount, let consumed):
+                let line = UnsafeMutableRawBufferPointer(start: rest.baseAddress, count: contentCount)
+                guard serveLine(line, on: connection) else { return used }
+                used += consumed
+                budget -= 1
+            }
+        }
+        return used
+    }
+
+    /// Serves one request line. Returns false, leaving the line untouched, when it must wait
+    /// for the connection's writes in flight (only further writes may overtake nothing: they
+    /// are queued behind them and answered in order).
+    private func serveLine(_ line: UnsafeMutableRawBufferPointer, on connection: Connection) -> Bool {
+        let waiting = connection.writesInFlight > 0
+        // Decoding unescapes quoted tokens in place; a line we might have to leave for later
+        // must come back unchanged, so while waiting only unquoted lines are looked at.
+        if waiting && line.count > 0 && memchr(line.baseAddress!, 0x22, line.count) != nil { return false }
+        let verb: Verb
+        switch decoder.decode(line) {
+        case .empty:
+            return true
+        case .error(let error):
+            if waiting { return false }
+            reply(error: error, to: connection)
+            return true
+        case .request(let decoded):
+            verb = decoded
+        }
+        if waiting && !verb.isWrite { return false }
+        if verb.requiredRole > connection.role {
+            if waiting { return false }
+            reply(error: connection.role == .none ? .noAuth : .roleDenied, to: connection)
+            return true
+        }
+        switch decoder.command() {
+        case .failure(let error):
+            if waiting { return false }
+            reply(error: error, to: connection)
+        case .success(let command):
+            execute(command, on: connection)
+        }
+        return true
+    }
+
+    private func execute(_ command: Command, on connection: Connection) {
+        switch command {
+        case .ping:
+            reserve(8, connection)
+            out.append("PONG\n")
+        case .get(let userId):
+            do { try lookUp(userId, exists: false, on: connection) } catch { reply(storeError: error, to: connection) }
+        case .exists(let userId):
+            do { try lookUp(userId, exists: true, on: connection) } catch { reply(storeError: error, to: connection) }
+        case .mget(let count):
+            let mark = Mark(self, connection)
+            do {
+                for i in 0..<count { try lookUp(decoder.argument(i), exists: false, on: connection) }
+                reserve(4, connection)
+                out.append("END\n")
+            } catch {
+                failStore(since: mark, on: connection, error)
+            }
+        case .count:
+            do {
+                let rows = try reader!.count()
+                reserve(32, connection)
+                out.append("COUNT ")
+                out.appendDecimal(rows)
+                out.appendByte(0x0A)
+            } catch {
+                reply(storeError: error, to: connection)
+            }
+        case .recent(let limit):
+            let mark = Mark(self, connection)
+            do {
+                try reader!.recent(limit: limit) { row in appendValueLine(row, connection) }
+                reserve(4, connection)
+                out.append("END\n")
+            } catch {
+                failStore(since: mark, on: connection, error)
+            }
+        case .scan(let after, let limit):
+            let mark = Mark(self, connection)
+            do {
+                try reader!.scan(after: after, limit: limit) { row in appendValueLine(row, connection) }
+                reserve(4, connection)
+                out.append("END\n")
+            } catch {
+                failStore(since: mark, on: connection, error)
+            }
+        case .stats:
+            writeStatistics(connection)
+        case .auth(let token):
+            authenticate(token, connection)
+        case .quit:
+            reserve(4, connection)
+            out.append("BYE\n")
+            connection.phase = .closing
+        case .set:
+            enqueue(.set, arguments: 3, connection)
+        case .mset(let triples):
+            enqueue(.mset(triples: triples), arguments: 3 * triples, connection)
+        case .update(let userId, let name, let portraitUri):
+            let operation = WriteJob.Operation.update(hasName: name != nil, hasPortraitUri: portraitUri != nil)
+            let fields = [userId, name, portraitUri].compactMap { $0 }
+            jobs.append(WriteJob(connection: connection, operation: operation, arguments: fields.count) { fields[$0] })
+            connection.writesInFlight += 1
+        case .del:
+            enqueue(.del, arguments: 1, connection)
+        case .flushall:
+            enqueue(.flushAll, arguments: 0, connection)
+        }
+    }
+
+    private func enqueue(_ operation: WriteJob.Operation, arguments: Int, _ connection: Connection) {
+        let decoder = self.decoder
+        jobs.append(WriteJob(connection: connection, operation: operation, arguments: arguments) { decoder.argument($0) })
+        connection.writesInFlight += 1
+    }
+
+    // MARK: Lookups
+
+    /// GET/MGET/EXISTS of one id: the cache first, then the store, filling the cache.
+    /// - Throws: the store's error; nothing was appended for this id then.
+    private func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
+        counters.getLookups += 1
+        let outcome: CacheOutcome = context.cache.lookup(userId) { found in
+            switch found {
+            case .hit(let reply):
+                if exists {
+                    reserve(4, connection)
+                    out.append("YES\n")
+                } else {
+                    reserve(reply.count, connection)
+                    out.append(reply)
+                }
+                return .hit
+            case .absent:
+                return .absent
+            case .miss(let ticket):
+                return .miss(ticket)
+            }
+        }
+        switch outcome {
+        case .hit:
+            counters.cacheHits += 1
+            counters.getHits += 1
+        case .absent:
+            counters.cacheHits += 1
+            counters.getMisses += 1
+            appendAbsent(userId, exists: exists, connection)
+        case .miss(let ticket):
+            counters.cacheMisses += 1
+            try reader!.lookup(userId) { row in
+                    guard let row else {
+                        context.cache.fill(userId, reply: nil, ticket: ticket)
+                        counters.getMisses += 1
+                        appendAbsent(userId, exists: exists, connection)
+                        return
+                    }
+                    counters.getHits += 1
+                    // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
+                    let count = ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
+                    reserve(count, connection)
+                    let written = ReplyEncoder.writeValueLine(userId: row.userId, name: row.name,
+                                                              portraitUri: row.portraitUri, to: out.end)
+                    context.cache.fill(userId, reply: UnsafeRawBufferPointer(start: out.end, count: written), ticket: ticket)
+                    if exists {
+                        reserve(4, connection)
+                        out.append("YES\n")
+                    } else {
+                        out.count += written
+                    }
+                }
+        }
+    }
+
+    private func appendAbsent(_ userId: UnsafeRawBufferPointer, exists: Bool, _ connection: Connection) {
+        if exists {
+            reserve(3, connection)
+            out.append("NO\n")
+        } else {
+            reserve(ReplyEncoder.notFoundLineCount(userId: userId), connection)
+            out.count += ReplyEncoder.writeNotFoundLine(userId: userId, to: out.end)
+        }
+    }
+
+    private func appendValueLine(_ row: ProfileRow, _ connection: Connection) {
+        reserve(ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri), connection)
+        out.count += ReplyEncoder.writeValueLine(userId: row.userId, name: row.name, portraitUri: row.portraitUri, to: out.end)
+    }
+
+    // MARK: Replies
+
+    /// Makes room for `count` more reply bytes in the scratch.
+    @inline(__always)
+    func reserve(_ count: Int, _ connection: Connection) {
+        if out.remaining < count { spill(connection) }
+    }
+
+    func reply(error: ProtocolError, to connection: Connection) {
+        counters.errors += 1
+        reserve(error.replyCount, connection)
+        out.count += error.write(to: out.end)
+    }
+
+    func reply(storeError: any Error, to connection: Connection) {
+        counters.errors += 1
+        var line: [UInt8] = Array("ERROR STORE ".utf8)
+        line.append(contentsOf: oneLine("\(storeError)").utf8.prefix(1024))
+        line.append(0x0A)
+        reserve(line.count, connection)
+        line.withUnsafeBytes { out.append($0) }
+    }
+
+    /// Where a multi-line reply began, so a store failure halfway can take it back.
+    struct Mark {
+        let count: Int
+        let queued: Int
+        init(_ worker: Worker, _ connection: Connection) {
+            count = worker.out.count
+            queued = connection.queuedOutput
+        }
+    }
+
+    /// A multi-line reply whose store read failed halfway: replace it with ERROR STORE. If
+    /// part of it already left the scratch the stream cannot be mended, so the connection closes.
+    private func failStore(since mark: Mark, on connection: Connection, _ error: any Error) {
+        if connection.queuedOutput != mark.queued {
+            Log.warn("closing a connection after a store failure in the middle of a reply", ["error": "\(error)"])
+            connection.phase = .closing
+            return
+        }
+        out.count = mark.count
+        reply(storeError: error, to: connection)
+    }
+
+    private func authenticate(_ token: UnsafeRawBufferPointer, _ connection: Connection) {
+        guard context.tokens.isEnabled else {
+            reserve(3, connection)
+            out.append("OK\n")
+            return
+        }
+        if let role = context.tokens.role(of: token) {
+            connection.role = role
+            reserve(3, connection)
+            out.append("OK\n")
+        } else {
+            connection.role = .none
+            reply(error: .wrongToken, to: connection)
+        }
+    }
+
+    func writeAnswer(_ job: WriteJob) -> Void {
+        let connection = job.connection
+        switch job.outcome {
+        case .stored:
+            reserve(7, connection)
+            out.append("STORED\n")
+        case .storedCount(let n):
+            reserve(24, connection)
+            out.append("STORED ")
+            out.appendDecimal(n)
+            out.appendByte(0x0A)
+        case .updated:
+            reserve(8, connection)
+            out.append("UPDATED\n")
+        case .deleted:
+            reserve(8, connection)
+            out.append("DELETED\n")
+        case .flushed:
+            reserve(3, connection)
+            out.append("OK\n")
+        case .notFound:
+            job.withArguments { argument in appendAbsent(argument(0), exists: false, connection) }
+        case .failed(let reason):
+            reply(storeError: StoreFailure(reason: reason), to: connection)
+        case .pending:
+            preconditionFailure("a write job came back unanswered")
+        }
+    }
+
+    func writeStatistics(_ connection: Connection) {
+        context.workerStatistics[index].publish(counters)
+        var lookups = 0, hits = 0, misses = 0, cacheHits = 0, cacheMisses = 0, errors = 0
+        for worker in context.workerStatistics {
+            lookups += worker.getLookups.load(ordering: .relaxed)
+            hits += worker.getHits.load(ordering: .relaxed)
+            misses += worker.getMisses.load(ordering: .relaxed)
+            cacheHits += worker.cacheHits.load(ordering: .relaxed)
+            cacheMisses += worker.cacheMisses.load(ordering: .relaxed)
+            errors += worker.errors.load(ordering: .relaxed)
+        }
+        let stats = context.statistics
+        let cache = context.cache.statistics
+        let storeRows: Int
+        do {
+            storeRows = try reader!.count()
+        } catch {
+            return reply(storeError: error, to: connection)
+        }
+        let lines: [(StaticString, Int)] = [
+            ("uptime_seconds", stats.uptimeSeconds),
+            ("curr_connections", stats.currentConnections.load(ordering: .relaxed)),
+            ("total_connections", stats.totalConnections.load(ordering: .relaxed)),
+            ("cmd_get", lookups),
+            ("get_hits", hits),
+            ("get_misses", misses),
+            ("cache_hits", cacheHits),
+            ("cache_misses", cacheMisses),
+            ("cache_evictions", cache.evictions),
+            ("cache_items", cache.items),
+            ("cache_bytes", cache.bytes),
+            ("cache_limit_bytes", cache.limitBytes),
+            ("cmd_set", stats.profilesWritten.load(ordering: .relaxed)),
+            ("cmd_del", stats.profilesDeleted.load(ordering: .relaxed)),
+            ("store_rows", storeRows),
+            ("errors", errors + stats.refusedErrors.load(ordering: .relaxed)),
+            ("threads", context.workerStatistics.count),
+        ]
+        for (name, value) in lines {
+            reserve(64, connection)
+            out.append("STAT ")
+            out.append(name)
+            out.appendByte(0x20)
+            out.appendDecimal(value)
+            out.appendByte(0x0A)
+        }
+        reserve(4, connection)
+        out.append("END\n")
+    }
+}
+
+/// What a cache lookup decided, carried out of the shard lock.
+private enum CacheOutcome {
+    case hit
+    case absent
+    case miss(FillTicket)
+}
+
+/// A store failure the writer thread reported for a job.
+struct StoreFailure: Error, CustomStringConvertible {
+    var reason: String
+    var description: String { reason }
+}

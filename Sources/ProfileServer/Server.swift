@@ -1,0 +1,166 @@
+import CLibevent
+import Glibc
+import ProfileCache
+import ProfileProtocol
+import ProfileStore
+
+/// A server that could not start: one clear sentence for the operator.
+public struct StartupError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// profiled: the acceptor, the workers and the writer, from start to clean stop.
+///
+/// Create and `run` it on the main thread; `run` returns after SIGTERM or SIGINT once every
+/// request that arrived is answered, the last writes are committed and the WAL is checkpointed.
+public final class Server {
+    private let configuration: ServerConfiguration
+    private let context: ServerContext
+    private let storeWriter: any ProfileWriter
+    private var workers: [Worker] = []
+    private var listeners: [(fd: Int32, event: OpaquePointer?)] = []
+    private let base: OpaquePointer
+    private var signalEvents: [OpaquePointer?] = []
+    private var nextWorker = 0
+    /// Where it listens, as logged (`127.0.0.1:7711`, `unix:/run/profiled.sock`).
+    public private(set) var addresses: [String] = []
+
+    /// Opens the store, reads the tokens and binds the listeners, so that every startup problem
+    /// is reported before anything is served.
+    public init(configuration: ServerConfiguration) throws(StartupError) {
+        self.configuration = configuration
+        var tokenTable: TokenTable? = nil
+        if let path = configuration.tokensPath {
+            do { tokenTable = try TokenTable.load(path: path) } catch { throw StartupError(error.description) }
+        }
+        if tokenTable == nil && configuration.listenTCP && !isLoopback(host: configuration.host) && !configuration.allowInsecureBind {
+            throw StartupError("refusing to listen on \(configuration.host) without --tokens: anyone who can reach it could read and erase every profile (use --tokens FILE, or --allow-insecure-bind if the network is trusted)")
+        }
+
+        let path = configuration.databasePath ?? SQLiteProfileStore.defaultPath { getenv($0).map { String(cString: $0) } }
+        let store: SQLiteProfileStore
+        do {
+            store = try SQLiteProfileStore(path: path, synchronous: configuration.synchronous,
+                                           busyTimeoutMilliseconds: configuration.busyTimeoutMilliseconds)
+            storeWriter = try store.makeWriter()
+        } catch {
+            throw StartupError("\(error)")
+        }
+        let cache = ProfileCache(limitBytes: configuration.cacheMegabytes * 1_048_576)
+        let statistics = ServerStatistics()
+        let writer = WriteCoordinator(store: store, cache: cache, statistics: statistics)
+        let threads = configuration.threads > 0 ? configuration.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        context = ServerContext(configuration: configuration, cache: cache, store: store, writer: writer,
+                                tokens: TokenRegistry(tokenTable), statistics: statistics, workerCount: threads)
+
+        let config = event_config_new()
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
+        base = event_base_new_with_config(config)
+        event_config_free(config)
+
+        do {
+            for i in 0..<threads { workers.append(try Worker(index: i, context: context)) }
+            if configuration.listenTCP {
+                for fd in try listenTCP(host: configuration.host, port: configuration.port) {
+                    listeners.append((fd, nil))
+                    addresses.append(boundAddress(of: fd))
+                }
+            }
+            if let unixPath = configuration.unixPath {
+                listeners.append((try listenUnix(path: unixPath), nil))
+                addresses.append("unix:\(unixPath)")
+            }
+        } catch {
+            for listener in listeners { Glibc.close(listener.fd) }
+            throw StartupError("cannot listen: \(error)")
+        }
+        Log.info("store opened", ["path": path, "sync": configuration.synchronous == .full ? "full" : "normal"])
+        Log.info("cache ready", ["limit_mb": "\(configuration.cacheMegabytes)", "threads": "\(threads)"])
+    }
+
+    deinit {
+        for event in signalEvents { if let event { event_free(event) } }
+        for listener in listeners {
+            if let event = listener.event { event_free(event) }
+        }
+        event_base_free(base)
+    }
+
+    /// Serves until SIGTERM or SIGINT, then stops cleanly.
+    public func run() {
+        signal(SIGPIPE, SIG_IGN)
+        let context = self.context
+        // The writer connection moves to the writer thread for good; nothing here touches it again.
+        nonisolated(unsafe) let storeWriter = self.storeWriter
+        let writerThread = startThread { context.writer.run(writer: storeWriter) }
+        var workerThreads: [pthread_t] = []
+        for worker in workers {
+            workerThreads.append(startThread { worker.run() })
+        }
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        for i in listeners.indices {
+            listeners[i].event = event_new(base, listeners[i].fd, Int16(EV_READ | EV_PERSIST), serverAcceptReady, me)
+            event_add(listeners[i].event, nil)
+        }
+        for signalNumber in [SIGTERM, SIGINT] {
+            let event = event_new(base, signalNumber, Int16(EV_SIGNAL | EV_PERSIST), serverSignalled, me)
+            event_add(event, nil)
+            signalEvents.append(event)
+        }
+        for address in addresses { Log.info("listening", ["addr": address]) }
+
+        event_base_dispatch(base)
+
+        Log.info("stopping: answering what arrived, then committing")
+        for worker in workers { worker.post(.stop) }
+        for thread in workerThreads { pthread_join(thread, nil) }
+        context.writer.stop()
+        pthread_join(writerThread, nil)
+        workers.removeAll()
+        Log.info("stopped")
+    }
+
+    fileprivate func acceptReady(_ listenFD: Int32) {
+        // A bounded number per wake-up, so a connect storm cannot starve signal handling.
+        for _ in 0..<256 {
+            let fd = accept4(listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            if fd < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                if errno != EAGAIN && errno != EWOULDBLOCK { Log.warn("accept failed", ["error": String(cString: strerror(errno))]) }
+                return
+            }
+            let statistics = context.statistics
+            if statistics.currentConnections.load(ordering: .relaxed) >= configuration.maxConnections {
+                writeBestEffort(fd, "ERROR BUSY too many connections\n")
+                statistics.refusedErrors.add(1, ordering: .relaxed)
+                Glibc.close(fd)
+                continue
+            }
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            statistics.currentConnections.add(1, ordering: .relaxed)
+            statistics.totalConnections.add(1, ordering: .relaxed)
+            workers[nextWorker].post(.accepted(fd: fd))
+            nextWorker = (nextWorker + 1) % workers.count
+        }
+    }
+
+    fileprivate func signalled(_ number: Int32) {
+        Log.info("signal received", ["signal": number == SIGTERM ? "TERM" : "INT"])
+        for listener in listeners {
+            if let event = listener.event { event_del(event) }
+            Glibc.close(listener.fd)
+        }
+        if let unixPath = configuration.unixPath { unlink(unixPath) }
+        event_base_loopbreak(base)
+    }
+}
+
+private func serverAcceptReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().acceptReady(fd)
+}
+
+private func serverSignalled(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().signalled(fd)
+}

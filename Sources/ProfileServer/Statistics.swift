@@ -1,0 +1,61 @@
+import Glibc
+import Synchronization
+
+/// The counters one worker thread keeps while it serves requests.
+///
+/// Plain integers, touched only by the owning worker; `WorkerStatistics.publish` copies them
+/// into atomics once per wake-up so that STATS on any thread can read them without a lock
+/// and without a read-modify-write on the request path.
+struct RequestCounters {
+    var getLookups = 0
+    var getHits = 0
+    var getMisses = 0
+    var cacheHits = 0
+    var cacheMisses = 0
+    var errors = 0
+}
+
+/// Published copies of one worker's counters.
+///
+/// Written by the owning worker only; read by any thread.
+final class WorkerStatistics: Sendable {
+    let getLookups = Atomic<Int>(0)
+    let getHits = Atomic<Int>(0)
+    let getMisses = Atomic<Int>(0)
+    let cacheHits = Atomic<Int>(0)
+    let cacheMisses = Atomic<Int>(0)
+    let errors = Atomic<Int>(0)
+
+    func publish(_ c: RequestCounters) {
+        getLookups.store(c.getLookups, ordering: .relaxed)
+        getHits.store(c.getHits, ordering: .relaxed)
+        getMisses.store(c.getMisses, ordering: .relaxed)
+        cacheHits.store(c.cacheHits, ordering: .relaxed)
+        cacheMisses.store(c.cacheMisses, ordering: .relaxed)
+        errors.store(c.errors, ordering: .relaxed)
+    }
+}
+
+/// Server-wide counters touched off the request path (accept, close, commit).
+///
+/// Thread-safe: any thread may update or read them.
+final class ServerStatistics: Sendable {
+    let startTime: timespec
+    let currentConnections = Atomic<Int>(0)
+    let totalConnections = Atomic<Int>(0)
+    let profilesWritten = Atomic<Int>(0)
+    let profilesDeleted = Atomic<Int>(0)
+    let refusedErrors = Atomic<Int>(0)
+
+    init() {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        startTime = now
+    }
+
+    var uptimeSeconds: Int {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return max(0, now.tv_sec - startTime.tv_sec)
+    }
+}

@@ -1,0 +1,40 @@
+import Glibc
+
+/// Starts a joinable POSIX thread running `body`.
+func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+    final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
+    let context = Unmanaged.passRetained(Box(body)).toOpaque()
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, nil, { raw in
+        Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
+        return nil
+    }, context)
+    precondition(rc == 0, "pthread_create failed: \(rc)")
+    return thread
+}
+
+/// A mutex with one condition variable, for the writer's queue.
+///
+/// Thread-safe: that is its purpose. The pthread objects live in memory this object owns.
+final class ConditionLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+    /// Waits for a signal; call with the lock held.
+    func wait() { pthread_cond_wait(condition, mutex) }
+    func signal() { pthread_cond_signal(condition) }
+}

@@ -1,0 +1,326 @@
+import CLibevent
+import Glibc
+import ProfileCache
+import ProfileProtocol
+import ProfileStore
+import Synchronization
+
+/// What other threads tell a worker, through its inbox and doorbell.
+enum WorkerMessage: @unchecked Sendable {
+    /// The acceptor hands over a new connection.
+    case accepted(fd: Int32)
+    /// The writer answered these jobs (all of this worker's connections), in commit order.
+    case answered([WriteJob])
+    /// Stop accepting work: answer what arrived, then close every connection and return.
+    case stop
+}
+
+/// One event loop thread: its own event_base, connections, decoder, store reader and scratch.
+///
+/// Everything here runs on the worker's thread except `post`, which any thread may call.
+final class Worker: @unchecked Sendable {
+    let index: Int
+    let context: ServerContext
+    let base: OpaquePointer
+    private let doorbell: Int32
+    private var doorbellEvent: OpaquePointer?
+    private let inbox = Mutex<[WorkerMessage]>([])
+    private var connections: [ObjectIdentifier: Connection] = [:]
+    private var stopping = false
+    private var stopDeadline: OpaquePointer?
+
+    // Request-path state, touched by this thread only.
+    let decoder = RequestDecoder()
+    var out: ReplyBuffer
+    let readBuffer: UnsafeMutableRawPointer
+    var counters = RequestCounters()
+    var reader: (any ProfileReader)?
+    var jobs: [WriteJob] = []
+    let maxLine: Int
+
+    init(index: Int, context: ServerContext) throws(SystemError) {
+        self.index = index
+        self.context = context
+        maxLine = context.configuration.maxLine
+        let config = event_config_new()
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
+        guard let base = event_base_new_with_config(config) else {
+            event_config_free(config)
+            throw SystemError(call: "event_base_new", subject: "worker \(index)", code: ENOMEM)
+        }
+        event_config_free(config)
+        self.base = base
+        doorbell = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        guard doorbell >= 0 else {
+            let code = errno
+            event_base_free(base)
+            throw SystemError(call: "eventfd", subject: "worker \(index)", code: code)
+        }
+        out = ReplyBuffer(capacity: 256 << 10)
+        readBuffer = UnsafeMutableRawPointer.allocate(byteCount: maxLine, alignment: 16)
+    }
+
+    deinit {
+        if let doorbellEvent { event_free(doorbellEvent) }
+        if let stopDeadline { event_free(stopDeadline) }
+        event_base_free(base)
+        Glibc.close(doorbell)
+        readBuffer.deallocate()
+    }
+
+    /// Queues a message and rings the doorbell. Any thread.
+    func post(_ message: WorkerMessage) {
+        inbox.withLock { $0.append(message) }
+        var one: UInt64 = 1
+        _ = write(doorbell, &one, 8)
+    }
+
+    /// The thread's body: runs the loop until a stop message has been fully served.
+    func run() {
+        do {
+            reader = try context.store.makeReader()
+        } catch {
+            Log.error("cannot open a store reader", ["worker": "\(index)", "error": "\(error)"])
+            exit(1)
+        }
+        doorbellEvent = event_new(base, doorbell, Int16(EV_READ | EV_PERSIST), workerDoorbellRang,
+                                  Unmanaged.passUnretained(self).toOpaque())
+        event_add(doorbellEvent, nil)
+        event_base_dispatch(base)
+        for connection in connections.values { connection.releaseResources() }
+        connections.removeAll()
+        reader = nil
+    }
+
+    // MARK: Messages
+
+    fileprivate func drainInbox() {
+        var drained: UInt64 = 0
+        _ = read(doorbell, &drained, 8)
+        let messages = inbox.withLock { inbox -> [WorkerMessage] in
+            let taken = inbox
+            inbox.removeAll(keepingCapacity: true)
+            return taken
+        }
+        for message in messages {
+            switch message {
+            case .accepted(let fd): adopt(fd)
+            case .answered(let answered): deliver(answered)
+            case .stop: beginStopping()
+            }
+        }
+    }
+
+    private func adopt(_ fd: Int32) {
+        let role: Role = context.tokens.isEnabled ? .none : .admin
+        let connection = Connection(fd: fd, worker: self, role: role)
+        let ctx = Unmanaged.passUnretained(connection).toOpaque()
+        connection.readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), connectionReadable, ctx)
+        connection.writeEvent = event_new(base, fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, ctx)
+        connections[ObjectIdentifier(connection)] = connection
+        if stopping {
+            connection.phase = .closing
+            finishPass(connection)
+            return
+        }
+        updateInterest(connection)
+    }
+
+    /// Answers write jobs in order; a connection whose writes are all answered resumes reading.
+    private func deliver(_ answered: [WriteJob]) {
+        var current: Connection? = nil
+        for job in answered {
+            let connection = job.connection
+            guard connection.phase != .closed else { continue }
+            if let open = current, open !== connection { finishPass(open) }
+            current = connection
+            writeAnswer(job)
+            connection.writesInFlight -= 1
+        }
+        if let open = current { finishPass(open) }
+    }
+
+    private func beginStopping() {
+        stopping = true
+        // Connections that cannot finish in time (a client that never reads) are cut off.
+        stopDeadline = event_new(base, -1, 0, workerStopDeadline, Unmanaged.passUnretained(self).toOpaque())
+        var deadline = timeval(tv_sec: 10, tv_usec: 0)
+        event_add(stopDeadline, &deadline)
+        for connection in Array(connections.values) where connection.phase == .serving {
+            connection.phase = .closing
+            finishPass(connection)
+        }
+        exitIfIdle()
+    }
+
+    private func exitIfIdle() {
+        if stopping && connections.isEmpty { event_base_loopbreak(base) }
+    }
+
+    fileprivate func forceStop() {
+        for connection in Array(connections.values) { close(connection) }
+        event_base_loopbreak(base)
+    }
+
+    // MARK: Socket events
+
+    fileprivate func readable(_ connection: Connection) {
+        guard connection.phase == .serving else { return }
+        if connection.pendingCount == 0 {
+            guard !connection.peerClosed else { return finishPass(connection) }
+            let n = recv(connection.fd, readBuffer, maxLine, 0)
+            if n > 0 {
+                let used = handleInput(connection, readBuffer, n)
+                if used < n && connection.phase == .serving {
+                    connection.keepPending(readBuffer + used, count: n - used, capacity: maxLine)
+                }
+            } else {
+                noteReadResult(connection, n)
+            }
+        } else {
+            // Never more than maxLine bytes buffered: a line longer than that is refused, not stored.
+            let room = maxLine - connection.pendingCount
+            if room > 0 && !connection.peerClosed && connection.writesInFlight == 0 {
+                let n = recv(connection.fd, connection.pending! + connection.pendingCount, room, 0)
+                if n > 0 { connection.pendingCount += n } else { noteReadResult(connection, n) }
+            }
+            handlePending(connection)
+        }
+        finishPass(connection)
+    }
+
+    private func noteReadResult(_ connection: Connection, _ n: Int) {
+        if n == 0 {
+            connection.peerClosed = true
+        } else if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+            close(connection)
+        }
+    }
+
+    fileprivate func writable(_ connection: Connection) {
+        guard connection.phase != .closed else { return }
+        if evbuffer_write(connection.output, connection.fd) < 0 && errno != EAGAIN && errno != EINTR {
+            close(connection)
+            return
+        }
+        // Room again: take up the input that backpressure left waiting.
+        if connection.phase == .serving && connection.pendingCount > 0 { handlePending(connection) }
+        finishPass(connection)
+    }
+
+    /// Serves lines kept in the connection's own buffer.
+    private func handlePending(_ connection: Connection) {
+        guard connection.pendingCount > 0, connection.phase == .serving else { return }
+        let used = handleInput(connection, connection.pending!, connection.pendingCount)
+        if connection.phase != .closed { connection.consumePending(used) }
+    }
+
+    /// Ends a pass over a connection: hand writes to the writer, publish counters, send
+    /// replies, and decide what to wait for next.
+    func finishPass(_ connection: Connection) {
+        if !jobs.isEmpty {
+            context.writer.submit(jobs)
+            jobs.removeAll(keepingCapacity: true)
+        }
+        context.workerStatistics[index].publish(counters)
+        if connection.phase == .closed {
+            out.count = 0
+            return
+        }
+        flush(connection)
+        guard connection.phase != .closed else { return }
+        let idle = connection.writesInFlight == 0 && connection.queuedOutput == 0
+        if idle && (connection.phase == .closing || (connection.peerClosed && !hasCompleteLine(connection))) {
+            close(connection)
+            return
+        }
+        if connection.queuedOutput > context.configuration.outputHardLimit {
+            Log.warn("closing a connection whose replies pile up unread", ["bytes": "\(connection.queuedOutput)"])
+            close(connection)
+            return
+        }
+        updateInterest(connection)
+    }
+
+    private func hasCompleteLine(_ connection: Connection) -> Bool {
+        guard connection.pendingCount > 0 else { return false }
+        return memchr(connection.pending!, 0x0A, connection.pendingCount) != nil
+    }
+
+    /// Sends the pass's replies: straight from scratch when nothing is queued before them.
+    private func flush(_ connection: Connection) {
+        var sent = 0
+        if out.count > 0 && connection.queuedOutput == 0 {
+            let n = send(connection.fd, out.base, out.count, Int32(MSG_NOSIGNAL))
+            if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+                out.count = 0
+                close(connection)
+                return
+            }
+            sent = max(0, n)
+        }
+        if sent < out.count { evbuffer_add(connection.output, out.base + sent, out.count - sent) }
+        out.count = 0
+        if sent == 0 && connection.queuedOutput > 0 {
+            if evbuffer_write(connection.output, connection.fd) < 0 && errno != EAGAIN && errno != EINTR {
+                close(connection)
+            }
+        }
+    }
+
+    /// Moves the replies built so far into the connection's queue to make room.
+    func spill(_ connection: Connection) {
+        evbuffer_add(connection.output, out.base, out.count)
+        out.count = 0
+    }
+
+    /// Registers for exactly the events the connection can use now.
+    private func updateInterest(_ connection: Connection) {
+        let backlogged = connection.queuedOutput >= context.configuration.outputHighWater
+        let wantRead = connection.phase == .serving && !connection.peerClosed
+            && connection.writesInFlight == 0 && !backlogged
+        if wantRead != connection.reading {
+            if wantRead { event_add(connection.readEvent, nil) } else { event_del(connection.readEvent) }
+            connection.reading = wantRead
+        }
+        let wantWrite = connection.queuedOutput > 0
+        if wantWrite != connection.writing {
+            if wantWrite { event_add(connection.writeEvent, nil) } else { event_del(connection.writeEvent) }
+            connection.writing = wantWrite
+        }
+        // Complete lines left by the per-wake-up budget or by waiting for writes: come back to
+        // them on the next loop turn, after other connections had theirs.
+        if connection.phase == .serving && connection.writesInFlight == 0 && !backlogged && hasCompleteLine(connection) {
+            event_active(connection.readEvent, Int32(EV_READ), 0)
+        }
+    }
+
+    func close(_ connection: Connection) {
+        guard connection.phase != .closed else { return }
+        connection.releaseResources()
+        connections.removeValue(forKey: ObjectIdentifier(connection))
+        context.statistics.currentConnections.subtract(1, ordering: .relaxed)
+        exitIfIdle()
+    }
+}
+
+// libevent calls these on the worker's thread; they are global functions because a C
+// callback cannot capture context (STYLE: closures here would be inferred @MainActor).
+
+private func workerDoorbellRang(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Worker>.fromOpaque(context!).takeUnretainedValue().drainInbox()
+}
+
+private func workerStopDeadline(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Worker>.fromOpaque(context!).takeUnretainedValue().forceStop()
+}
+
+private func connectionReadable(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+    connection.worker.readable(connection)
+}
+
+private func connectionWritable(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+    connection.worker.writable(connection)
+}

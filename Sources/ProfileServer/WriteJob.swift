@@ -1,0 +1,75 @@
+import ProfileProtocol
+
+/// One write request on its way to the writer thread and back.
+///
+/// Created by a worker, executed by the writer, answered by the same worker: each side
+/// touches it only while the other cannot (the queue hand-offs order the accesses).
+final class WriteJob: @unchecked Sendable {
+    enum Operation {
+        case set
+        case mset(triples: Int)
+        case update(hasName: Bool, hasPortraitUri: Bool)
+        case del
+        case flushAll
+    }
+
+    enum Outcome {
+        case pending
+        case stored
+        case storedCount(Int)
+        case updated
+        case deleted
+        case notFound
+        case flushed
+        case failed(String)
+    }
+
+    let connection: Connection
+    let operation: Operation
+    /// The request's arguments, back to back; `ends[i]` is where argument i stops.
+    private let arguments: [UInt8]
+    private let ends: [Int]
+    var outcome = Outcome.pending
+    /// The VALUE line of an updated profile, encoded inside the transaction, cached after commit.
+    var updatedReply: [UInt8] = []
+
+    init(connection: Connection, operation: Operation, arguments count: Int,
+         argument: (Int) -> UnsafeRawBufferPointer) {
+        self.connection = connection
+        self.operation = operation
+        var total = 0
+        for i in 0..<count { total += argument(i).count }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(total)
+        var ends: [Int] = []
+        ends.reserveCapacity(count)
+        for i in 0..<count {
+            bytes.append(contentsOf: argument(i))
+            ends.append(bytes.count)
+        }
+        arguments = bytes
+        self.ends = ends
+    }
+
+    var argumentCount: Int { ends.count }
+
+    /// Runs `body` with every argument as raw bytes.
+    func withArguments<R>(_ body: (_ argument: (Int) -> UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try arguments.withUnsafeBytes { raw in
+            try body { i in
+                let start = i == 0 ? 0 : ends[i - 1]
+                return UnsafeRawBufferPointer(rebasing: raw[start..<ends[i]])
+            }
+        }
+    }
+
+    /// Profiles this job wrote, for `cmd_set`.
+    var profilesWritten: Int {
+        switch (operation, outcome) {
+        case (.set, .stored): 1
+        case (.mset(let n), .storedCount): n
+        case (.update, .updated): 1
+        default: 0
+        }
+    }
+}

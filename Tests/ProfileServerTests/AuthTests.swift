@@ -1,0 +1,83 @@
+import Glibc
+import ProfileClient
+import Testing
+
+/// Roles, tokens and protected mode (PROTOCOL.md "Roles and authentication").
+@Suite struct AuthTests {
+    @Test func rolesNest() throws {
+        let directory = try makeTemporaryDirectory()
+        writeText(directory + "/tokens", "# comment\n\n  read   r-token\nwrite\tw-token\nadmin a-token\n")
+        let server = try TestServer(["--tokens", directory + "/tokens"], directory: directory)
+        let c = try server.connect()
+        #expect(try c.roundTrip("PING\n") == "PONG")
+        #expect(try c.roundTrip("GET a\n").hasPrefix("ERROR NOAUTH"))
+        #expect(try c.roundTrip("STATS\n").hasPrefix("ERROR NOAUTH"))
+        #expect(try c.roundTrip("AUTH nope\n").hasPrefix("ERROR DENIED"))
+        #expect(try c.roundTrip("GET a\n").hasPrefix("ERROR NOAUTH"))
+
+        #expect(try c.roundTrip("AUTH w-token\n") == "OK")
+        #expect(try c.roundTrip("SET a n u\n") == "STORED")
+        #expect(try c.roundTrip("FLUSHALL\n").hasPrefix("ERROR DENIED"))
+        // Wrong argument count leaves the role as it was.
+        #expect(try c.roundTrip("AUTH\n").hasPrefix("ERROR ARGS"))
+        #expect(try c.roundTrip("DEL zz\n") == "NOTFOUND zz")
+
+        #expect(try c.roundTrip("AUTH r-token\n") == "OK")
+        #expect(try c.roundTrip("GET a\n") == "VALUE a n u")
+        #expect(try c.roundTrip("SET a n u\n").hasPrefix("ERROR DENIED"))
+        #expect(try c.roundTrip("GET a\n") == "VALUE a n u")
+
+        // A failed AUTH leaves no role at all.
+        #expect(try c.roundTrip("AUTH wrong\n").hasPrefix("ERROR DENIED"))
+        #expect(try c.roundTrip("GET a\n").hasPrefix("ERROR NOAUTH"))
+
+        #expect(try c.roundTrip("AUTH a-token\n") == "OK")
+        #expect(try c.roundTrip("FLUSHALL\n") == "OK")
+        #expect(try c.roundTrip("QUIT\n") == "BYE")
+    }
+
+    @Test func authWithoutTokensChangesNothing() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        #expect(try c.roundTrip("AUTH anything\n") == "OK")
+        #expect(try c.roundTrip("FLUSHALL\n") == "OK")
+    }
+
+    @Test func badTokenFilesStopStartupWithFileAndLine() throws {
+        let directory = try makeTemporaryDirectory()
+        let cases: [(String, String)] = [
+            ("read a\nboss b\n", ":2:"),
+            ("read a\nwrite\n", ":2:"),
+            ("read a b\n", ":1:"),
+            ("read a\n# x\nwrite a\n", ":3:"),
+            ("# nothing\n\n", "no tokens"),
+        ]
+        for (i, (text, expected)) in cases.enumerated() {
+            let path = directory + "/tokens\(i)"
+            writeText(path, text)
+            let (status, output) = try runToCompletion(executable("profiled"),
+                                                       ["--tokens", path, "--port", "0", "--db", directory + "/db\(i)"])
+            #expect(status != 0)
+            #expect(output.contains(path + expected) || output.contains(expected), "\(output)")
+            #expect(output.split(separator: "\n").count == 1, "\(output)")
+        }
+        let (status, output) = try runToCompletion(executable("profiled"),
+                                                   ["--tokens", directory + "/missing", "--port", "0", "--db", directory + "/db"])
+        #expect(status != 0)
+        #expect(output.contains(directory + "/missing"))
+    }
+
+    @Test func protectedModeRefusesAnOpenAddressWithoutTokens() throws {
+        let directory = try makeTemporaryDirectory()
+        let (status, output) = try runToCompletion(executable("profiled"),
+                                                   ["--host", "0.0.0.0", "--port", "0", "--db", directory + "/db"])
+        #expect(status != 0)
+        #expect(output.contains("--allow-insecure-bind"))
+        #expect(output.split(separator: "\n").count == 1)
+        // With the flag it starts; loopback names never need it.
+        let open = try TestServer(["--host", "0.0.0.0", "--allow-insecure-bind"], directory: directory)
+        #expect(open.log.contains("msg=listening"))
+        let local = try TestServer(["--host", "localhost"])
+        #expect(local.log.contains("msg=listening"))
+    }
+}

@@ -1,0 +1,61 @@
+import Glibc
+import ProfileClient
+import Testing
+
+/// Flags, the default store location, and refusing files that are not ours.
+@Suite struct StartupTests {
+    @Test func badFlagsGetOneUsageLineAndExit64() throws {
+        for args in [["--bogus"], ["--port"], ["--port", "70000"], ["--cache-mb", "x"], ["--sync", "sometimes"],
+                     ["--threads", "0"], ["stray"], ["--allow-insecure-bind=yes"], ["--max-line", "-1"]] {
+            let (status, output) = try runToCompletion(executable("profiled"), args)
+            #expect(status == 64, "\(args)")
+            #expect(output.split(separator: "\n").count == 1, "\(args): \(output)")
+        }
+    }
+
+    @Test func helpAndVersion() throws {
+        let (status, output) = try runToCompletion(executable("profiled"), ["--help"])
+        #expect(status == 0)
+        for flag in ["--host", "--port", "--unix", "--db", "--cache-mb", "--threads", "--tokens", "--max-connections",
+                     "--max-line", "--sync", "--allow-insecure-bind", "--help", "--version"] {
+            #expect(output.contains(flag), "help lacks \(flag)")
+        }
+        let version = try runToCompletion(executable("profiled"), ["--version"])
+        #expect(version.status == 0)
+        #expect(version.output.hasPrefix("profiled "))
+    }
+
+    @Test func defaultStoreFollowsCacheDirectoryThenXDGThenHome() throws {
+        let root = try makeTemporaryDirectory()
+        let viaSystemd = try TestServer([], directory: root, environment: ["CACHE_DIRECTORY": root + "/systemd"])
+        #expect(viaSystemd.log.contains("path=\(root)/systemd/profiles.sqlite3"))
+        viaSystemd.stop()
+        let viaXDG = try TestServer([], directory: root, environment: ["XDG_CACHE_HOME": root + "/xdg"])
+        #expect(viaXDG.log.contains("path=\(root)/xdg/profiled/profiles.sqlite3"))
+        viaXDG.stop()
+        let viaHome = try TestServer([], directory: root, environment: ["HOME": root + "/home"])
+        #expect(viaHome.log.contains("path=\(root)/home/.cache/profiled/profiles.sqlite3"))
+        let c = try viaHome.connect()
+        try c.set(Profile(userId: "a", name: "b", portraitUri: "c"))
+        #expect(access(root + "/home/.cache/profiled/profiles.sqlite3", F_OK) == 0)
+    }
+
+    @Test func aFileThatIsNotOursStopsStartupUntouched() throws {
+        let directory = try makeTemporaryDirectory()
+        let path = directory + "/notes.txt"
+        let text = String(repeating: "not a database, just some notes\n", count: 200)
+        writeText(path, text)
+        let (status, output) = try runToCompletion(executable("profiled"), ["--port", "0", "--db", path])
+        #expect(status != 0)
+        #expect(output.contains(path))
+        #expect(output.split(separator: "\n").count == 1, "\(output)")
+        #expect(readText(path) == text)
+    }
+
+    @Test func aSecondServerOnTheSameStoreIsRefused() throws {
+        let first = try TestServer()
+        let (status, output) = try runToCompletion(executable("profiled"), ["--port", "0", "--db", first.databasePath])
+        #expect(status != 0)
+        #expect(output.contains(first.databasePath))
+    }
+}
