@@ -3,7 +3,7 @@ import ProfileClient
 import Testing
 
 /// Roles, tokens and protected mode (PROTOCOL.md "Roles and authentication").
-@Suite struct AuthTests {
+@Suite struct ServerAuthTests {
     @Test func rolesNest() throws {
         let directory = try makeTemporaryDirectory()
         writeText(directory + "/tokens", "# comment\n\n  read   r-token\nwrite\tw-token\nadmin a-token\n")

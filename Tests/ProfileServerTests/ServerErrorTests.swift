@@ -3,7 +3,7 @@ import ProfileClient
 import Testing
 
 /// Every error code of PROTOCOL.md and the order in which they are reported.
-@Suite struct ErrorTests {
+@Suite struct ServerErrorTests {
     @Test func parseErrors() throws {
         let server = try TestServer()
         let c = try server.connect()

@@ -3,7 +3,7 @@ import ProfileClient
 import Testing
 
 /// Flags, the default store location, and refusing files that are not ours.
-@Suite struct StartupTests {
+@Suite struct ServerStartupTests {
     @Test func badFlagsGetOneUsageLineAndExit64() throws {
         for args in [["--bogus"], ["--port"], ["--port", "70000"], ["--cache-mb", "x"], ["--sync", "sometimes"],
                      ["--threads", "0"], ["stray"], ["--allow-insecure-bind=yes"], ["--max-line", "-1"]] {

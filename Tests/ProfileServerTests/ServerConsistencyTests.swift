@@ -3,7 +3,7 @@ import ProfileClient
 import Testing
 
 /// Pipelining, read-after-write across connections, crash and shutdown durability.
-@Suite struct ConsistencyTests {
+@Suite struct ServerConsistencyTests {
     @Test func twentyThousandPipelinedRequestsAnswerInOrder() throws {
         let server = try TestServer()
         let c = try server.connect()
