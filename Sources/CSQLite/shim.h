@@ -20,4 +20,11 @@ static inline const char *profiled_sqlite_empty_text(void) {
 static inline int profiled_sqlite_set_checkpoint_on_close(sqlite3 *db, int enabled) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, !enabled, (int *)0);
 }
+
+/// Turns off SQLite's global memory statistics, which take a process-wide
+/// mutex on every allocation. Must run before SQLite initializes; returns
+/// SQLITE_MISUSE when it is too late, which is harmless.
+static inline int profiled_sqlite_disable_memory_statistics(void) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
 #endif

@@ -13,6 +13,7 @@ final class Connection {
     ///   first connection does; later ones expect the file it validated).
     init(file: StoreFile, create: Bool = false) throws(StoreError) {
         self.file = file
+        _ = sqliteConfigured
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
             | (create ? SQLITE_OPEN_CREATE : 0)
@@ -75,6 +76,12 @@ final class Connection {
     /// Whether a transaction is open (SQLite may end one by itself on some errors).
     var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 }
+
+/// Configures SQLite once per process, before its first connection: without
+/// memory statistics, reader threads do not contend on one global mutex.
+private let sqliteConfigured: Void = {
+    _ = profiled_sqlite_disable_memory_statistics()
+}()
 
 @available(*, unavailable)
 extension Connection: Sendable {}

@@ -25,10 +25,12 @@ public protocol ProfileReader: AnyObject {
     func lookup<R>(_ userId: UnsafeRawBufferPointer, _ body: (ProfileRow?) throws -> R) throws -> R
     /// The number of profiles in the store.
     func count() throws -> Int
-    /// Up to `limit` profiles, newest first by write sequence.
+    /// Up to `limit` profiles, newest first by write sequence; none when
+    /// `limit` is not positive.
     func recent(limit: Int, _ each: (ProfileRow) throws -> Void) throws
     /// Up to `limit` profiles whose userId is strictly greater than `after` in
-    /// byte order, ascending. An empty `after` starts at the beginning.
+    /// byte order, ascending. An empty `after` starts at the beginning; a
+    /// `limit` that is not positive gives none.
     func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws
 }
 
@@ -40,10 +42,13 @@ public protocol ProfileReader: AnyObject {
 /// Threading: not thread-safe. The single writer thread owns it.
 public protocol ProfileWriter: AnyObject {
     /// BEGIN IMMEDIATE; body; COMMIT. On any error: ROLLBACK and rethrow, so
-    /// nothing of `body` stays. Not reentrant.
+    /// nothing of `body` stays. A write that fails dooms the transaction even
+    /// when `body` catches its error. Not reentrant.
     func transaction<R>(_ body: () throws -> R) throws -> R
     /// Inserts or replaces a profile and gives it the next write sequence, so
-    /// later calls are newer, also within one transaction.
+    /// later calls are newer, also within one transaction. The row may be
+    /// written at a later call of the transaction, which then reports its
+    /// failure.
     func upsert(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) throws
     /// Changes the given fields (nil keeps a field) and bumps the write
     /// sequence, then calls `body` with the row as it now is, or with nil when

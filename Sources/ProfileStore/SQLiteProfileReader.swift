@@ -48,6 +48,8 @@ final class SQLiteProfileReader: ProfileReader {
     }
 
     func recent(limit: Int, _ each: (ProfileRow) throws -> Void) throws {
+        // SQLite reads a negative LIMIT as no limit at all.
+        guard limit > 0 else { return }
         let statement = recentStatement
         defer { statement.reset() }
         try statement.bind(1, Int64(limit))
@@ -57,6 +59,7 @@ final class SQLiteProfileReader: ProfileReader {
     }
 
     func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws {
+        guard limit > 0 else { return }
         let statement = scanStatement
         defer { statement.reset() }
         try statement.bind(1, after)

@@ -69,7 +69,7 @@ private func cannotOpen(_ what: String, errno error: Int32, path: String) -> Sto
 
 /// mkdir -p of the directory holding `path`, with mode 0755.
 private func makeDirectories(parentOf path: String, databasePath: String) throws(StoreError) {
-    guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return }
+    guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.utf8.startIndex else { return }
     let parent = path.utf8[..<slash]
     var prefixes: [Substring.UTF8View.Index] = parent.indices.filter {
         parent[$0] == UInt8(ascii: "/") && $0 != parent.startIndex

@@ -16,6 +16,8 @@ import Testing
         }
         #expect(try reader.recent(10) == ["d", "c", "b", "a"])
         #expect(try reader.recent(2) == ["d", "c"])
+        #expect(try reader.recent(0) == [])
+        #expect(try reader.recent(-1) == [])
     }
 
     @Test func rewritingAndUpdatingMakeAProfileNewest() throws {
@@ -104,5 +106,7 @@ import Testing
         #expect(try reader.scan(after: "a", limit: 3) == ["a b", "aa", "ab"])
         #expect(try reader.scan(after: "zz", limit: 3) == ["~", "é", "中"])
         #expect(try reader.scan(after: "中文", limit: 3) == [])
+        #expect(try reader.scan(after: "", limit: 0) == [])
+        #expect(try reader.scan(after: "", limit: -1) == [])
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import Testing
 @testable import ProfileStore
 
 /// A fresh directory from mkdtemp, removed with everything in it on deinit.
@@ -139,4 +140,19 @@ func write(_ bytes: [UInt8], to path: String) {
 /// Opens a store, failing the test with the error when it cannot.
 func openStore(_ path: String, busyTimeoutMilliseconds: Int32 = 5000) throws -> SQLiteProfileStore {
     try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+}
+
+/// The StoreError that `body` throws; records an issue when it throws
+/// nothing or something else. Unlike `#expect(throws:)`, `body` may hold
+/// expectations of its own.
+func storeError(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> StoreError? {
+    do {
+        try body()
+        Issue.record("expected a StoreError, nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as StoreError {
+        return error
+    } catch {
+        Issue.record("expected a StoreError, got \(error)", sourceLocation: sourceLocation)
+    }
+    return nil
 }

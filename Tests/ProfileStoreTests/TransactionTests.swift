@@ -113,15 +113,74 @@ private struct Abort: Error {}
     @Test func aFaultAtCommitRollsBackWhatTheBodyWrote() throws {
         let store = try openStore(directory.file("profiles.sqlite3"))
         let writer = try store.makeWriter()
-        let error = #expect(throws: StoreError.self) {
+        let error = storeError {
             try writer.transaction {
                 try writer.upsert(Profile("a", "", ""))
+                // A delete writes the pending upsert first, so only COMMIT is left.
+                #expect(try !writer.delete("b"))
                 store.setFault(SQLITE_FULL)
             }
         }
         #expect(error?.sql == "COMMIT")
         store.setFault(nil)
         #expect(try store.makeReader().count() == 0)
+    }
+
+    @Test func aFailedWriteDoomsTheTransactionEvenWhenTheBodyCatchesIt() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        let error = storeError {
+            try writer.transaction {
+                try writer.upsert(Profile("a", "", ""))
+                store.setFault(SQLITE_FULL)
+                #expect(storeError { _ = try writer.delete("a") }?.kind == .full)
+                store.setFault(nil)
+                try writer.upsert(Profile("b", "", ""))
+            }
+        }
+        #expect(error?.kind == .full)
+        #expect(try store.makeReader().count() == 0)
+        try writer.upsert(Profile("c", "", ""))
+        #expect(try store.makeReader().recent(10) == ["c"])
+    }
+
+    /// More upserts than one batch statement holds, with ids repeated within
+    /// a batch and across batches.
+    @Test func manyUpsertsInOneTransactionKeepTheirOrderAndLastValues() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        let writes = (0..<(PendingUpserts.batchRows * 3 + 5)).map { index in
+            Profile("id\(index * 7 % 41)", "name\(index)", "uri\(index)")
+        }
+        try writer.transaction {
+            for profile in writes { try writer.upsert(profile) }
+        }
+        var newestFirst: [Profile] = []
+        for profile in writes.reversed() where !newestFirst.contains(where: { $0.userId == profile.userId }) {
+            newestFirst.append(profile)
+        }
+        let reader = try store.makeReader()
+        #expect(try reader.count() == newestFirst.count)
+        #expect(try reader.recent(1000) == newestFirst.map(\.userId))
+        for profile in newestFirst {
+            #expect(try reader.get(profile.userId) == profile)
+        }
+        #expect(try Set(sequences(store).values).count == newestFirst.count)
+    }
+
+    @Test func pendingUpsertsAreWrittenBeforeOtherStatementsSeeTheTable() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        try writer.transaction {
+            try writer.upsert(Profile("a", "one", ""))
+            #expect(try writer.update("a", name: nil, portraitUri: "u") == Profile("a", "one", "u"))
+            try writer.upsert(Profile("b", "", ""))
+            #expect(try writer.delete("b"))
+            try writer.upsert(Profile("c", "", ""))
+            try writer.deleteAll()
+            try writer.upsert(Profile("d", "", ""))
+        }
+        #expect(try store.makeReader().recent(10) == ["d"])
     }
 
     @Test func aWriteLockHeldPastTheTimeoutIsBusy() throws {
