@@ -90,6 +90,12 @@ public final class Server {
     /// Serves until SIGTERM or SIGINT, then stops cleanly.
     public func run() {
         signal(SIGPIPE, SIG_IGN)
+        // A parent may have started us with these blocked; the threads below inherit the mask.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGTERM)
+        sigaddset(&stopSignals, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         let context = self.context
         // The writer connection moves to the writer thread for good; nothing here touches it again.
         nonisolated(unsafe) let storeWriter = self.storeWriter

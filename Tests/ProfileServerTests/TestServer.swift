@@ -28,13 +28,15 @@ final class TestServer {
 
     /// (Re)starts the process with the same arguments and store.
     func start(environment: [String: String] = [:]) throws {
+        let logSoFar = readText(logPath).utf8.count
         pid = try spawn(executable("profiled"), args: arguments, stderrPath: logPath, environment: environment)
-        port = try waitForListening()
+        port = try waitForListening(after: logSoFar)
     }
 
-    private func waitForListening() throws -> UInt16 {
+    /// Waits for this run's `listening` line: the log also holds earlier runs' lines.
+    private func waitForListening(after offset: Int) throws -> UInt16 {
         for _ in 0..<2000 {
-            let log = readText(logPath)
+            let log = String(decoding: readText(logPath).utf8.dropFirst(offset), as: UTF8.self)
             for line in log.split(separator: "\n") where line.contains("msg=listening") && !line.contains("addr=unix:") {
                 let digits = line.reversed().prefix { $0.isNumber }
                 if let port = UInt16(String(digits.reversed())) { return port }
@@ -132,8 +134,20 @@ func spawn(_ path: String, args: [String], stderrPath: String, environment: [Str
         argv.forEach { free($0) }
         envp.forEach { free($0) }
     }
+    // The test runner's threads may block or ignore signals; the child must start clean.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for s in [SIGTERM, SIGINT, SIGPIPE, SIGHUP] { sigaddset(&defaults, s) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
-    let rc = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
     guard rc == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(rc)))") }
     return pid
 }
