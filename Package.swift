@@ -26,10 +26,13 @@ let package = Package(
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "ProfileProtocol", "ProfileCache", "ProfileStore"]),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol"]),
+        // What profilectl and profilebench do, as libraries their tests can reach.
+        .target(name: "ProfileAdmin", dependencies: ["ProfileClient", "ProfileStore", "ProfileProtocol"]),
+        .target(name: "ProfileBench", dependencies: ["ProfileClient", "ProfileProtocol"]),
 
         .executableTarget(name: "profiled", dependencies: ["ProfileServer"]),
-        .executableTarget(name: "profilectl", dependencies: ["ProfileClient", "ProfileStore"]),
-        .executableTarget(name: "profilebench", dependencies: ["ProfileClient"]),
+        .executableTarget(name: "profilectl", dependencies: ["ProfileAdmin"]),
+        .executableTarget(name: "profilebench", dependencies: ["ProfileBench"]),
 
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache"]),
@@ -37,6 +40,8 @@ let package = Package(
         .testTarget(name: "ProfileServerTests",
                     dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),
+        .testTarget(name: "ProfileAdminTests", dependencies: ["ProfileAdmin", "ProfileClient", "ProfileStore"]),
+        .testTarget(name: "ProfileBenchTests", dependencies: ["ProfileBench", "ProfileClient"]),
     ],
     swiftLanguageModes: [.v6]
 )
