@@ -42,7 +42,7 @@ let package = Package(
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
         .testTarget(name: "ProfileServerTests",
-                    dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol"]),
+                    dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol", "CSQLite"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),
         .testTarget(name: "ProfileAdminTests", dependencies: ["ProfileAdmin", "ProfileClient", "ProfileStore"]),
         .testTarget(name: "ProfileBenchTests", dependencies: ["ProfileBench", "ProfileClient"]),

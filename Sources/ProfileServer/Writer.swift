@@ -70,28 +70,19 @@ final class WriteCoordinator: @unchecked Sendable {
         }
     }
 
-    /// Commits the batch in one transaction; if that fails, tries each job alone so one bad
-    /// write does not fail the others, and whatever still fails changed nothing.
+    /// Commits the batch in one transaction. If that fails, every job in it is answered
+    /// ERROR STORE and none of them changed anything: what fails a commit here (a full disk,
+    /// an I/O error, a lock held past the busy timeout) fails any smaller commit too.
     private func commit(_ batch: [WriteJob], writer: any ProfileWriter) {
         do {
             try writer.transaction {
                 for job in batch { try apply(job, writer: writer) }
             }
             for job in batch { publish(job) }
-            return
         } catch {
-            if batch.count == 1 {
-                batch[0].outcome = .failed(oneLine("\(error)"))
-                return
-            }
-        }
-        for job in batch {
-            do {
-                try writer.transaction { try apply(job, writer: writer) }
-                publish(job)
-            } catch {
-                job.outcome = .failed(oneLine("\(error)"))
-            }
+            let reason = oneLine("\(error)")
+            Log.warn("write failed; nothing of it was committed", ["jobs": "\(batch.count)", "error": reason])
+            for job in batch { job.outcome = .failed(reason) }
         }
     }
 
