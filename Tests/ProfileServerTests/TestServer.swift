@@ -9,6 +9,7 @@ final class TestServer {
     let databasePath: String
     let logPath: String
     let arguments: [String]
+    private let ownsDirectory: Bool
     private(set) var pid: pid_t = 0
     private(set) var port: UInt16 = 0
     var endpoint: Endpoint { .tcp(host: "127.0.0.1", port: port) }
@@ -16,6 +17,7 @@ final class TestServer {
     /// Starts profiled with `arguments` (plus `--port 0 --db <temp>` unless given) and waits
     /// until it logs where it listens.
     init(_ arguments: [String] = [], directory: String? = nil, environment: [String: String] = [:]) throws {
+        ownsDirectory = directory == nil
         self.directory = try directory ?? makeTemporaryDirectory()
         databasePath = self.directory + "/profiles.sqlite3"
         logPath = self.directory + "/profiled-\(UInt32.random(in: 0...UInt32.max)).log"
@@ -68,7 +70,21 @@ final class TestServer {
 
     deinit {
         if pid > 0 { stop(signal: SIGKILL) }
+        if ownsDirectory { removeDirectory(directory) }
     }
+}
+
+/// Removes a flat directory of files (what the tests make), then the directory.
+func removeDirectory(_ path: String) {
+    guard let dir = opendir(path) else { return }
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        if name != "." && name != ".." { unlink(path + "/" + name) }
+    }
+    closedir(dir)
+    rmdir(path)
 }
 
 struct TestFailure: Error, CustomStringConvertible {
