@@ -15,6 +15,8 @@
 #include <event2/buffer.h>
 #include <event2/thread.h>
 #include <event2/util.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
 /// accept4 is a GNU extension that the Glibc module does not declare; it saves a
 /// fcntl per connection by making the socket non-blocking as it is accepted.

@@ -22,6 +22,8 @@ public struct ServerConfiguration: Sendable {
     public var synchronous: SynchronousMode = .normal
     public var allowInsecureBind: Bool = false
     public var busyTimeoutMilliseconds: Int32 = 5000
+    /// Where to serve /metrics and /healthz over HTTP; nil leaves them off.
+    public var metricsAddress: (host: String, port: UInt16)? = nil
 
     public init() {}
 

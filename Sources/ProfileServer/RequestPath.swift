@@ -68,6 +68,10 @@ extension Worker {
             reply(error: error, to: connection)
         case .success(let command):
             execute(command, on: connection)
+            if !verb.isWrite {
+                passVerbCounts[Int(verb.rawValue)] += 1
+                passAnswered = true
+            }
         }
         return true
     }
@@ -312,43 +316,13 @@ extension Worker {
 
     func writeStatistics(_ connection: Connection) {
         context.workerStatistics[index].publish(counters)
-        var lookups = 0, hits = 0, misses = 0, cacheHits = 0, cacheMisses = 0, errors = 0
-        for worker in context.workerStatistics {
-            lookups += worker.getLookups.load(ordering: .relaxed)
-            hits += worker.getHits.load(ordering: .relaxed)
-            misses += worker.getMisses.load(ordering: .relaxed)
-            cacheHits += worker.cacheHits.load(ordering: .relaxed)
-            cacheMisses += worker.cacheMisses.load(ordering: .relaxed)
-            errors += worker.errors.load(ordering: .relaxed)
-        }
-        let stats = context.statistics
-        let cache = context.cache.statistics
         let storeRows: Int
         do {
             storeRows = try reader!.count()
         } catch {
             return reply(storeError: error, to: connection)
         }
-        let lines: [(StaticString, Int)] = [
-            ("uptime_seconds", stats.uptimeSeconds),
-            ("curr_connections", stats.currentConnections.load(ordering: .relaxed)),
-            ("total_connections", stats.totalConnections.load(ordering: .relaxed)),
-            ("cmd_get", lookups),
-            ("get_hits", hits),
-            ("get_misses", misses),
-            ("cache_hits", cacheHits),
-            ("cache_misses", cacheMisses),
-            ("cache_evictions", cache.evictions),
-            ("cache_items", cache.items),
-            ("cache_bytes", cache.bytes),
-            ("cache_limit_bytes", cache.limitBytes),
-            ("cmd_set", stats.profilesWritten.load(ordering: .relaxed)),
-            ("cmd_del", stats.profilesDeleted.load(ordering: .relaxed)),
-            ("store_rows", storeRows),
-            ("errors", errors + stats.refusedErrors.load(ordering: .relaxed)),
-            ("threads", context.workerStatistics.count),
-        ]
-        for (name, value) in lines {
+        for (name, value) in context.snapshot(storeRows: storeRows).values {
             reserve(64, connection)
             out.append("STAT ")
             out.append(name)

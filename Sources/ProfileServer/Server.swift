@@ -23,6 +23,7 @@ public final class Server {
     private let base: OpaquePointer
     private var signalEvents: [OpaquePointer?] = []
     private var nextWorker = 0
+    private var metricsServer: MetricsServer?
     /// Where it listens, as logged (`127.0.0.1:7711`, `unix:/run/profiled.sock`).
     public private(set) var addresses: [String] = []
 
@@ -36,6 +37,9 @@ public final class Server {
         }
         if tokenTable == nil && configuration.listenTCP && !isLoopback(host: configuration.host) && !configuration.allowInsecureBind {
             throw StartupError("refusing to listen on \(configuration.host) without --tokens: anyone who can reach it could read and erase every profile (use --tokens FILE, or --allow-insecure-bind if the network is trusted)")
+        }
+        if let metrics = configuration.metricsAddress, tokenTable == nil, !isLoopback(host: metrics.host), !configuration.allowInsecureBind {
+            throw StartupError("refusing to serve metrics on \(metrics.host) without --tokens (use a loopback address, or --allow-insecure-bind if the network is trusted)")
         }
 
         let path = configuration.databasePath ?? SQLiteProfileStore.defaultPath { getenv($0).map { String(cString: $0) } }
@@ -75,11 +79,20 @@ public final class Server {
             for listener in listeners { Glibc.close(listener.fd) }
             throw StartupError("cannot listen: \(error)")
         }
+        if let metrics = configuration.metricsAddress {
+            do {
+                metricsServer = try MetricsServer(base: base, host: metrics.host, port: metrics.port, context: context)
+            } catch {
+                for listener in listeners { Glibc.close(listener.fd) }
+                throw error
+            }
+        }
         Log.info("store opened", ["path": path, "sync": configuration.synchronous == .full ? "full" : "normal"])
         Log.info("cache ready", ["limit_mb": "\(configuration.cacheMegabytes)", "threads": "\(threads)"])
     }
 
     deinit {
+        metricsServer = nil
         for event in signalEvents { if let event { event_free(event) } }
         for listener in listeners {
             if let event = listener.event { event_free(event) }
@@ -95,6 +108,7 @@ public final class Server {
         sigemptyset(&stopSignals)
         sigaddset(&stopSignals, SIGTERM)
         sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGHUP)
         pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         let context = self.context
         // The writer connection moves to the writer thread for good; nothing here touches it again.
@@ -114,7 +128,11 @@ public final class Server {
             event_add(event, nil)
             signalEvents.append(event)
         }
+        let hangup = event_new(base, SIGHUP, Int16(EV_SIGNAL | EV_PERSIST), serverHangup, me)
+        event_add(hangup, nil)
+        signalEvents.append(hangup)
         for address in addresses { Log.info("listening", ["addr": address]) }
+        if let metricsServer { Log.info("serving metrics", ["addr": metricsServer.address, "paths": "/metrics,/healthz"]) }
 
         event_base_dispatch(base)
 
@@ -152,6 +170,22 @@ public final class Server {
         }
     }
 
+    /// SIGHUP: read the tokens file again. Connections keep the role they have; a file that
+    /// cannot be used is reported and the tokens in force stay.
+    fileprivate func reloadTokens() {
+        guard let path = configuration.tokensPath else {
+            Log.info("SIGHUP: no tokens file to reload")
+            return
+        }
+        do {
+            let table = try TokenTable.load(path: path)
+            context.tokens.replace(with: table)
+            Log.info("tokens reloaded", ["path": path, "tokens": "\(table.count)"])
+        } catch {
+            Log.error("tokens not reloaded; the previous ones stay in force", ["error": error.description])
+        }
+    }
+
     fileprivate func signalled(_ number: Int32) {
         Log.info("signal received", ["signal": number == SIGTERM ? "TERM" : "INT"])
         for listener in listeners {
@@ -165,6 +199,10 @@ public final class Server {
 
 private func serverAcceptReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().acceptReady(fd)
+}
+
+private func serverHangup(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().reloadTokens()
 }
 
 private func serverSignalled(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {

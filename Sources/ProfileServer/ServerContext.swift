@@ -13,6 +13,8 @@ final class ServerContext: Sendable {
     let statistics: ServerStatistics
     /// One per worker, in worker order; STATS sums them.
     let workerStatistics: [WorkerStatistics]
+    /// One per worker, in worker order; /metrics sums them.
+    let latency: [LatencyHistograms]
 
     init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
          writer: WriteCoordinator, tokens: TokenRegistry, statistics: ServerStatistics, workerCount: Int) {
@@ -23,5 +25,47 @@ final class ServerContext: Sendable {
         self.tokens = tokens
         self.statistics = statistics
         workerStatistics = (0..<workerCount).map { _ in WorkerStatistics() }
+        latency = (0..<workerCount).map { _ in LatencyHistograms() }
+    }
+}
+
+/// STATS at one moment: what the STATS command prints and /metrics exposes, by the same names.
+struct StatisticsSnapshot {
+    var values: [(name: StaticString, value: Int)]
+}
+
+extension ServerContext {
+    /// Sums every worker's published counters with the server-wide ones. Any thread; takes no
+    /// lock the request path holds (the cache's statistics lock each shard briefly, one at a time).
+    func snapshot(storeRows: Int) -> StatisticsSnapshot {
+        var lookups = 0, hits = 0, misses = 0, cacheHits = 0, cacheMisses = 0, errors = 0
+        for worker in workerStatistics {
+            lookups += worker.getLookups.load(ordering: .relaxed)
+            hits += worker.getHits.load(ordering: .relaxed)
+            misses += worker.getMisses.load(ordering: .relaxed)
+            cacheHits += worker.cacheHits.load(ordering: .relaxed)
+            cacheMisses += worker.cacheMisses.load(ordering: .relaxed)
+            errors += worker.errors.load(ordering: .relaxed)
+        }
+        let cache = self.cache.statistics
+        return StatisticsSnapshot(values: [
+            ("uptime_seconds", statistics.uptimeSeconds),
+            ("curr_connections", statistics.currentConnections.load(ordering: .relaxed)),
+            ("total_connections", statistics.totalConnections.load(ordering: .relaxed)),
+            ("cmd_get", lookups),
+            ("get_hits", hits),
+            ("get_misses", misses),
+            ("cache_hits", cacheHits),
+            ("cache_misses", cacheMisses),
+            ("cache_evictions", cache.evictions),
+            ("cache_items", cache.items),
+            ("cache_bytes", cache.bytes),
+            ("cache_limit_bytes", cache.limitBytes),
+            ("cmd_set", statistics.profilesWritten.load(ordering: .relaxed)),
+            ("cmd_del", statistics.profilesDeleted.load(ordering: .relaxed)),
+            ("store_rows", storeRows),
+            ("errors", errors + statistics.refusedErrors.load(ordering: .relaxed)),
+            ("threads", workerStatistics.count),
+        ])
     }
 }

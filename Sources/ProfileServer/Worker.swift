@@ -37,6 +37,11 @@ final class Worker: @unchecked Sendable {
     var reader: (any ProfileReader)?
     var jobs: [WriteJob] = []
     let maxLine: Int
+    /// When the current pass over a connection began, and how many requests of each verb it
+    /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
+    var passStart = 0
+    var passVerbCounts = [Int](repeating: 0, count: Verb.allCases.count)
+    var passAnswered = false
 
     init(index: Int, context: ServerContext) throws(SystemError) {
         self.index = index
@@ -129,7 +134,11 @@ final class Worker: @unchecked Sendable {
     /// Answers write jobs in order; a connection whose writes are all answered resumes reading.
     private func deliver(_ answered: [WriteJob]) {
         var current: Connection? = nil
+        let now = monotonicNanos()
+        passStart = now
+        let latency = context.latency[index]
         for job in answered {
+            latency.record(job.verb, nanos: now - job.startNanos, count: 1)
             let connection = job.connection
             guard connection.phase != .closed else { continue }
             if let open = current, open !== connection { finishPass(open) }
@@ -166,6 +175,7 @@ final class Worker: @unchecked Sendable {
 
     fileprivate func readable(_ connection: Connection) {
         guard connection.phase == .serving else { return }
+        passStart = monotonicNanos()
         if connection.pendingCount == 0 {
             guard !connection.peerClosed else { return finishPass(connection) }
             let n = recv(connection.fd, readBuffer, maxLine, 0)
@@ -204,7 +214,10 @@ final class Worker: @unchecked Sendable {
             return
         }
         // Room again: take up the input that backpressure left waiting.
-        if connection.phase == .serving && connection.pendingCount > 0 { handlePending(connection) }
+        if connection.phase == .serving && connection.pendingCount > 0 {
+            passStart = monotonicNanos()
+            handlePending(connection)
+        }
         finishPass(connection)
     }
 
@@ -223,6 +236,7 @@ final class Worker: @unchecked Sendable {
             jobs.removeAll(keepingCapacity: true)
         }
         context.workerStatistics[index].publish(counters)
+        if passAnswered { recordPassLatency() }
         if connection.phase == .closed {
             out.count = 0
             return
@@ -240,6 +254,16 @@ final class Worker: @unchecked Sendable {
             return
         }
         updateInterest(connection)
+    }
+
+    private func recordPassLatency() {
+        let elapsed = monotonicNanos() - passStart
+        let latency = context.latency[index]
+        for (raw, count) in passVerbCounts.enumerated() where count > 0 {
+            latency.record(Verb(rawValue: UInt8(raw))!, nanos: elapsed, count: count)
+            passVerbCounts[raw] = 0
+        }
+        passAnswered = false
     }
 
     private func hasCompleteLine(_ connection: Connection) -> Bool {

@@ -30,6 +30,8 @@ final class WriteJob: @unchecked Sendable {
     private let arguments: [UInt8]
     private let ends: [Int]
     var outcome = Outcome.pending
+    /// When the worker took the request, for its latency.
+    let startNanos: Int
     /// The VALUE line of an updated profile, encoded inside the transaction, cached after commit.
     var updatedReply: [UInt8] = []
 
@@ -37,6 +39,7 @@ final class WriteJob: @unchecked Sendable {
          argument: (Int) -> UnsafeRawBufferPointer) {
         self.connection = connection
         self.operation = operation
+        startNanos = connection.worker.passStart
         var total = 0
         for i in 0..<count { total += argument(i).count }
         var bytes: [UInt8] = []
@@ -60,6 +63,16 @@ final class WriteJob: @unchecked Sendable {
                 let start = i == 0 ? 0 : ends[i - 1]
                 return UnsafeRawBufferPointer(rebasing: raw[start..<ends[i]])
             }
+        }
+    }
+
+    var verb: Verb {
+        switch operation {
+        case .set: .set
+        case .mset: .mset
+        case .update: .update
+        case .del: .del
+        case .flushAll: .flushall
         }
     }
 

@@ -1,3 +1,4 @@
+import Glibc
 import ProfileServer
 import ProfileStore
 
@@ -5,6 +6,7 @@ let version = "profiled 0.1.0"
 
 let usage = """
 usage: profiled [options]
+  --config FILE            read options from FILE ('key = value' lines; flags given here win)
   --host HOST              TCP address to listen on (default 127.0.0.1)
   --port PORT              TCP port (default 7711; 0 picks a free one)
   --unix PATH              also listen on a Unix domain socket
@@ -16,26 +18,125 @@ usage: profiled [options]
   --max-connections N      TCP and Unix together (default 10000)
   --max-line BYTES         longest request line, LF included (default 65536)
   --sync normal|full       SQLite synchronous mode (default normal)
-  --allow-insecure-bind    allow a non-loopback --host without --tokens
+  --allow-insecure-bind    allow a non-loopback --host or --metrics without --tokens
+  --metrics HOST:PORT      serve /metrics (Prometheus) and /healthz over HTTP (default off)
   --log-level LEVEL        error, warn, info or debug (default info)
   --help                   show this help
   --version                show the version
 """
 
-/// A command line that cannot be used: one sentence for stderr, exit 64.
+/// A command line or config file that cannot be used: one sentence, exit 64.
 struct UsageError: Error {
     var message: String
 }
 
 enum Parsed {
-    case run(ServerConfiguration)
+    case run(ServerConfiguration, LogLevel)
     case help
     case version
 }
 
-/// Parses profiled's flags (`--flag value` or `--flag=value`).
-func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
+/// The settings, as the flags and the config file name them.
+///
+/// Each option is parsed from text the same way whether it came from the command line or
+/// from a config file, so the two cannot drift apart.
+struct Settings {
     var configuration = ServerConfiguration()
+    var logLevel = LogLevel.info
+
+    /// Options that take no value on the command line; in a config file they take true/false.
+    static let switches: Set<String> = ["allow-insecure-bind"]
+    static let names: [String] = ["host", "port", "unix", "db", "cache-mb", "threads", "tokens", "max-connections",
+                                  "max-line", "sync", "allow-insecure-bind", "metrics", "log-level"]
+
+    /// Applies one option; `name` is without the leading dashes.
+    mutating func apply(_ name: String, _ value: String) throws(UsageError) {
+        func number(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
+            guard let n = Int(value), range.contains(n) else {
+                throw UsageError(message: "\(name) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
+            }
+            return n
+        }
+        func nonEmpty(_ what: String) throws(UsageError) -> String {
+            guard !value.isEmpty else { throw UsageError(message: "\(name) needs \(what)") }
+            return value
+        }
+        switch name {
+        case "host": configuration.host = try nonEmpty("an address")
+        case "port": configuration.port = UInt16(try number(0...65535))
+        case "unix": configuration.unixPath = try nonEmpty("a path")
+        case "db": configuration.databasePath = try nonEmpty("a path")
+        case "cache-mb": configuration.cacheMegabytes = try number(1...1_048_576)
+        case "threads": configuration.threads = try number(1...256)
+        case "tokens": configuration.tokensPath = try nonEmpty("a path")
+        case "max-connections": configuration.maxConnections = try number(1...1_000_000)
+        case "max-line": configuration.maxLine = try number(64...16_777_216)
+        case "sync":
+            switch value {
+            case "normal": configuration.synchronous = .normal
+            case "full": configuration.synchronous = .full
+            default: throw UsageError(message: "sync takes 'normal' or 'full', not '\(value)'")
+            }
+        case "allow-insecure-bind":
+            switch value {
+            case "true", "yes", "on": configuration.allowInsecureBind = true
+            case "false", "no", "off": configuration.allowInsecureBind = false
+            default: throw UsageError(message: "allow-insecure-bind takes true or false, not '\(value)'")
+            }
+        case "metrics":
+            guard let colon = value.lastIndex(of: ":"), let port = UInt16(value[value.index(after: colon)...]),
+                  colon > value.startIndex else {
+                throw UsageError(message: "metrics takes HOST:PORT, not '\(value)'")
+            }
+            configuration.metricsAddress = (String(value[..<colon]), port)
+        case "log-level":
+            guard let level = LogLevel(name: value) else {
+                throw UsageError(message: "log-level takes error, warn, info or debug, not '\(value)'")
+            }
+            logLevel = level
+        default:
+            throw UsageError(message: "unknown option '\(name)'")
+        }
+    }
+
+    /// Applies a `key = value` config file: `#` starts a comment line, blank lines are ignored.
+    ///
+    /// - Throws: `FILE:LINE: reason` for an unknown key, a malformed line or a bad value.
+    mutating func applyConfigFile(_ path: String, skipping given: Set<String>) throws(UsageError) {
+        guard let bytes = readFile(path) else {
+            throw UsageError(message: "\(path): cannot read the config file (\(String(cString: strerror(errno))))")
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        var lineNumber = 0
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            lineNumber += 1
+            let line = raw.trimmingBlanks()
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let eq = line.firstIndex(of: "=") else {
+                throw UsageError(message: "\(path):\(lineNumber): expected 'key = value'")
+            }
+            let key = String(line[..<eq].trimmingBlanks())
+            let value = String(line[line.index(after: eq)...].trimmingBlanks())
+            guard Settings.names.contains(key) else {
+                throw UsageError(message: "\(path):\(lineNumber): unknown key '\(key)'")
+            }
+            // The command line wins; the file's value is still checked so a typo never waits for a later start.
+            var scratch = self
+            do {
+                try scratch.apply(key, value)
+            } catch {
+                throw UsageError(message: "\(path):\(lineNumber): \(error.message)")
+            }
+            if !given.contains(key) { self = scratch }
+        }
+    }
+}
+
+/// Parses profiled's flags (`--flag value` or `--flag=value`) and the config file they name.
+func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
+    var settings = Settings()
+    var given: Set<String> = []
+    var configPath: String? = nil
     var index = 0
     while index < arguments.count {
         var flag = arguments[index]
@@ -45,63 +146,58 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
             flag = String(flag[..<eq])
         }
         index += 1
-        func value() throws(UsageError) -> String {
-            if let inlineValue { return inlineValue }
-            guard index < arguments.count else { throw UsageError(message: "\(flag) needs a value") }
-            index += 1
-            return arguments[index - 1]
-        }
-        func number(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
-            let text = try value()
-            guard let n = Int(text), range.contains(n) else {
-                throw UsageError(message: "\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-            }
-            return n
-        }
-        func noValue() throws(UsageError) {
-            if inlineValue != nil { throw UsageError(message: "\(flag) takes no value") }
-        }
         switch flag {
-        case "--host":
-            let host = try value()
-            guard !host.isEmpty else { throw UsageError(message: "--host needs a non-empty address") }
-            configuration.host = host
-        case "--port": configuration.port = UInt16(try number(0...65535))
-        case "--unix":
-            let path = try value()
-            guard !path.isEmpty else { throw UsageError(message: "--unix needs a path") }
-            configuration.unixPath = path
-        case "--db":
-            let path = try value()
-            guard !path.isEmpty else { throw UsageError(message: "--db needs a path") }
-            configuration.databasePath = path
-        case "--cache-mb": configuration.cacheMegabytes = try number(1...1_048_576)
-        case "--threads": configuration.threads = try number(1...256)
-        case "--tokens": configuration.tokensPath = try value()
-        case "--max-connections": configuration.maxConnections = try number(1...1_000_000)
-        case "--max-line": configuration.maxLine = try number(64...16_777_216)
-        case "--sync":
-            switch try value() {
-            case "normal": configuration.synchronous = .normal
-            case "full": configuration.synchronous = .full
-            case let other: throw UsageError(message: "--sync takes 'normal' or 'full', not '\(other)'")
-            }
-        case "--allow-insecure-bind":
-            try noValue()
-            configuration.allowInsecureBind = true
-        case "--log-level":
-            let name = try value()
-            guard let level = LogLevel(name: name) else {
-                throw UsageError(message: "--log-level takes error, warn, info or debug, not '\(name)'")
-            }
-            Log.level = level
-        case "--help", "-h":
-            return .help
-        case "--version":
-            return .version
-        default:
-            throw UsageError(message: flag.hasPrefix("-") ? "unknown flag '\(flag)'" : "unexpected argument '\(flag)'")
+        case "--help", "-h": return .help
+        case "--version": return .version
+        default: break
         }
+        guard flag.hasPrefix("--") else { throw UsageError(message: "unexpected argument '\(flag)'") }
+        let name = String(flag.dropFirst(2))
+        guard name == "config" || Settings.names.contains(name) else { throw UsageError(message: "unknown flag '\(flag)'") }
+        let value: String
+        if Settings.switches.contains(name) {
+            guard inlineValue == nil else { throw UsageError(message: "\(flag) takes no value") }
+            value = "true"
+        } else if let inlineValue {
+            value = inlineValue
+        } else {
+            guard index < arguments.count else { throw UsageError(message: "\(flag) needs a value") }
+            value = arguments[index]
+            index += 1
+        }
+        if name == "config" {
+            configPath = value
+            continue
+        }
+        do {
+            try settings.apply(name, value)
+        } catch {
+            throw UsageError(message: "--" + error.message)
+        }
+        given.insert(name)
     }
-    return .run(configuration)
+    if let configPath { try settings.applyConfigFile(configPath, skipping: given) }
+    return .run(settings.configuration, settings.logLevel)
+}
+
+extension StringProtocol {
+    func trimmingBlanks() -> SubSequence {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isBlank($0) }), let last = lastIndex(where: { !isBlank($0) }) else {
+            return self[endIndex...]
+        }
+        return self[first...last]
+    }
+}
+
+func readFile(_ path: String) -> [UInt8]? {
+    guard let file = fopen(path, "r") else { return nil }
+    defer { fclose(file) }
+    var result: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&chunk, 1, chunk.count, file)
+        if n > 0 { result.append(contentsOf: chunk[0..<n]) }
+        if n < chunk.count { return ferror(file) != 0 ? nil : result }
+    }
 }

@@ -19,7 +19,8 @@ case .help:
     print(usage)
 case .version:
     print(version)
-case .run(let configuration):
+case .run(let configuration, let logLevel):
+    Log.level = logLevel
     let server: Server
     do {
         server = try Server(configuration: configuration)

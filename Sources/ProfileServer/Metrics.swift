@@ -1,0 +1,127 @@
+import CLibevent
+import Glibc
+import ProfileProtocol
+import ProfileStore
+
+/// How each STATS counter is exposed to Prometheus: name, type and help.
+let prometheusNames: [(stat: String, metric: String, type: String, help: String)] = [
+    ("uptime_seconds", "profiled_uptime_seconds", "gauge", "Seconds since the server started."),
+    ("curr_connections", "profiled_connections", "gauge", "Open client connections, TCP and Unix."),
+    ("total_connections", "profiled_connections_accepted_total", "counter", "Client connections accepted since start."),
+    ("cmd_get", "profiled_lookups_total", "counter", "Ids looked up by GET, MGET and EXISTS."),
+    ("get_hits", "profiled_lookup_hits_total", "counter", "Lookups that found a profile."),
+    ("get_misses", "profiled_lookup_misses_total", "counter", "Lookups that found no profile."),
+    ("cache_hits", "profiled_cache_hits_total", "counter", "Lookups answered from the LRU, remembered absences included."),
+    ("cache_misses", "profiled_cache_misses_total", "counter", "Lookups that went to the store."),
+    ("cache_evictions", "profiled_cache_evictions_total", "counter", "Entries evicted from the LRU."),
+    ("cache_items", "profiled_cache_items", "gauge", "Entries in the LRU, remembered absences included."),
+    ("cache_bytes", "profiled_cache_bytes", "gauge", "Bytes the LRU's entries cost."),
+    ("cache_limit_bytes", "profiled_cache_limit_bytes", "gauge", "The LRU's byte limit."),
+    ("cmd_set", "profiled_profiles_written_total", "counter", "Profiles written by SET, MSET and UPDATE."),
+    ("cmd_del", "profiled_profiles_deleted_total", "counter", "Profiles removed by DEL."),
+    ("store_rows", "profiled_store_rows", "gauge", "Profiles in the store."),
+    ("errors", "profiled_errors_total", "counter", "ERROR replies sent."),
+    ("threads", "profiled_threads", "gauge", "Worker threads."),
+]
+
+/// /metrics and /healthz over HTTP, with libevent's evhttp on the acceptor's event loop.
+///
+/// Used on the main thread only. Formatting reads the workers' published counters and the
+/// cache's statistics; it takes no lock that the request path waits on.
+final class MetricsServer {
+    private let http: OpaquePointer
+    private let context: ServerContext
+    private let reader: any ProfileReader
+    let address: String
+
+    init(base: OpaquePointer, host: String, port: UInt16, context: ServerContext) throws(StartupError) {
+        self.context = context
+        do {
+            reader = try context.store.makeReader()
+        } catch {
+            throw StartupError("cannot open a store reader for /healthz: \(error)")
+        }
+        guard let http = evhttp_new(base) else { throw StartupError("cannot create the metrics HTTP server") }
+        self.http = http
+        guard let bound = evhttp_bind_socket_with_handle(http, host, port) else {
+            evhttp_free(http)
+            throw StartupError("cannot listen for metrics on \(host):\(port): \(String(cString: strerror(errno)))")
+        }
+        address = boundAddress(of: evhttp_bound_socket_get_fd(bound))
+        evhttp_set_allowed_methods(http, UInt16(EVHTTP_REQ_GET.rawValue | EVHTTP_REQ_HEAD.rawValue))
+        evhttp_set_gencb(http, metricsRequest, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    deinit { evhttp_free(http) }
+
+    fileprivate func handle(_ request: OpaquePointer) {
+        let uri = String(cString: evhttp_request_get_uri(request))
+        let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
+        switch path {
+        case "/metrics":
+            do {
+                let text = try exposition()
+                send(request, 200, "OK", text, contentType: "text/plain; version=0.0.4; charset=utf-8")
+            } catch {
+                send(request, 503, "Service Unavailable", "store unavailable: \(error)\n", contentType: "text/plain")
+            }
+        case "/healthz":
+            do {
+                // A trivial query: the store opens a read transaction and answers.
+                try reader.lookup(UnsafeRawBufferPointer(start: nil, count: 0)) { _ in }
+                send(request, 200, "OK", "ok\n", contentType: "text/plain")
+            } catch {
+                Log.warn("health check failed", ["error": "\(error)"])
+                send(request, 503, "Service Unavailable", "store unavailable: \(oneLine("\(error)"))\n", contentType: "text/plain")
+            }
+        default:
+            send(request, 404, "Not Found", "not found: try /metrics or /healthz\n", contentType: "text/plain")
+        }
+    }
+
+    private func send(_ request: OpaquePointer, _ code: Int32, _ reason: String, _ body: String, contentType: String) {
+        let headers = evhttp_request_get_output_headers(request)
+        evhttp_add_header(headers, "Content-Type", contentType)
+        let buffer = evbuffer_new()
+        var bytes = Array(body.utf8)
+        evbuffer_add(buffer, &bytes, bytes.count)
+        evhttp_send_reply(request, code, reason, buffer)
+        evbuffer_free(buffer)
+    }
+
+    /// The Prometheus text exposition format, version 0.0.4.
+    func exposition() throws -> String {
+        let snapshot = context.snapshot(storeRows: try reader.count())
+        var values: [String: Int] = [:]
+        for (name, value) in snapshot.values { values[name.description] = value }
+        var text = ""
+        for entry in prometheusNames {
+            text += "# HELP \(entry.metric) \(entry.help)\n# TYPE \(entry.metric) \(entry.type)\n"
+            text += "\(entry.metric) \(values[entry.stat] ?? 0)\n"
+        }
+        let metric = "profiled_request_duration_seconds"
+        text += "# HELP \(metric) Time from a request's bytes being read to its reply being handed to the socket.\n"
+        text += "# TYPE \(metric) histogram\n"
+        for verb in Verb.allCases {
+            var buckets = [Int](repeating: 0, count: LatencyHistograms.bucketCount)
+            var count = 0
+            var sumNanos = 0
+            for worker in context.latency { worker.add(verb, into: &buckets, count: &count, sumNanos: &sumNanos) }
+            let label = "command=\"\(String(describing: verb.name).lowercased())\""
+            var cumulative = 0
+            for (i, bound) in latencyBucketBounds.enumerated() {
+                cumulative += buckets[i]
+                text += "\(metric)_bucket{\(label),le=\"\(bound)\"} \(cumulative)\n"
+            }
+            text += "\(metric)_bucket{\(label),le=\"+Inf\"} \(count)\n"
+            text += "\(metric)_sum{\(label)} \(Double(sumNanos) / 1e9)\n"
+            text += "\(metric)_count{\(label)} \(count)\n"
+        }
+        return text
+    }
+}
+
+private func metricsRequest(_ request: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+    guard let request else { return }
+    Unmanaged<MetricsServer>.fromOpaque(context!).takeUnretainedValue().handle(request)
+}

@@ -1,0 +1,245 @@
+import Glibc
+import ProfileClient
+import Testing
+
+/// Running profiled as a service: config file, /metrics, /healthz, SIGHUP, logs, the unit.
+@Suite struct ServerOperationsTests {
+    @Test func configFileSetsEveryFlagAndTheCommandLineWins() throws {
+        let directory = try makeTemporaryDirectory()
+        let config = directory + "/profiled.conf"
+        writeText(config, """
+            # a comment
+            port = 0
+              cache-mb =  3
+            max-line = 1024
+
+            allow-insecure-bind = false
+            log-level = debug
+            db = \(directory)/from-config.sqlite3
+            """)
+        let server = try TestServer(["--config", config, "--db", directory + "/from-flag.sqlite3"], directory: directory)
+        let c = try server.connect()
+        let stats = Dictionary(uniqueKeysWithValues: try c.stats().map { ($0.name, $0.value) })
+        #expect(stats["cache_limit_bytes"] == "\(3 * 1_048_576)")
+        #expect(server.log.contains("path=\(directory)/from-flag.sqlite3"))
+        #expect(try c.roundTrip("GET " + String(repeating: "a", count: 1100) + "\n").hasPrefix("ERROR TOOLONG"))
+    }
+
+    @Test func configErrorsNameFileAndLine() throws {
+        let directory = try makeTemporaryDirectory()
+        let cases: [(String, String)] = [
+            ("port = 0\nbogus = 1\n", ":2: unknown key 'bogus'"),
+            ("port = 0\n\ncache-mb = lots\n", ":3: cache-mb takes a whole number"),
+            ("# x\nport\n", ":2: expected 'key = value'"),
+            ("sync = sometimes\n", ":1: sync takes 'normal' or 'full'"),
+            ("allow-insecure-bind = maybe\n", ":1: allow-insecure-bind takes true or false"),
+            ("metrics = nowhere\n", ":1: metrics takes HOST:PORT"),
+        ]
+        for (i, (text, expected)) in cases.enumerated() {
+            let path = directory + "/bad\(i).conf"
+            writeText(path, text)
+            let (status, output) = try runToCompletion(executable("profiled"), ["--config", path, "--db", directory + "/db"])
+            #expect(status == 64)
+            #expect(output.contains(path + expected), "\(output)")
+            #expect(output.split(separator: "\n").count == 1, "\(output)")
+        }
+        // A bad value is an error even where the command line overrides the key.
+        let path = directory + "/overridden.conf"
+        writeText(path, "port = banana\n")
+        let (status, output) = try runToCompletion(executable("profiled"), ["--config", path, "--port", "0"])
+        #expect(status == 64)
+        #expect(output.contains(path + ":1:"))
+        let missing = try runToCompletion(executable("profiled"), ["--config", directory + "/none.conf"])
+        #expect(missing.status == 64)
+        #expect(missing.output.contains(directory + "/none.conf"))
+    }
+
+    @Test func metricsMatchStatsAndParseAsPrometheusText() throws {
+        let server = try TestServer(["--metrics", "127.0.0.1:0"])
+        let c = try server.connect()
+        try c.mset([Profile(userId: "a", name: "n", portraitUri: "u"), Profile(userId: "b", name: "n", portraitUri: "u")])
+        _ = try c.get(Array("a".utf8))
+        _ = try c.get(Array("zz".utf8))
+        _ = try c.del(Array("b".utf8))
+        _ = try? c.call([Array("NOPE".utf8)])
+        let stats = Dictionary(uniqueKeysWithValues: try c.stats().map { ($0.name, $0.value) })
+        let port = try metricsPort(server.log)
+        let parsed = try runToCompletion("/usr/bin/env", ["python3", "-c", prometheusParser, "127.0.0.1:\(port)"])
+        #expect(parsed.status == 0, "\(parsed.output)")
+        var metrics: [String: String] = [:]
+        for line in parsed.output.split(separator: "\n") {
+            let parts = line.split(separator: " ", maxSplits: 1)
+            if parts.count == 2 { metrics[String(parts[0])] = String(parts[1]) }
+        }
+        let mapping = ["cmd_get": "profiled_lookups_total", "get_hits": "profiled_lookup_hits_total",
+                       "get_misses": "profiled_lookup_misses_total", "cache_hits": "profiled_cache_hits_total",
+                       "cache_misses": "profiled_cache_misses_total", "cmd_set": "profiled_profiles_written_total",
+                       "cmd_del": "profiled_profiles_deleted_total", "store_rows": "profiled_store_rows",
+                       "errors": "profiled_errors_total", "total_connections": "profiled_connections_accepted_total",
+                       "curr_connections": "profiled_connections", "cache_items": "profiled_cache_items",
+                       "cache_limit_bytes": "profiled_cache_limit_bytes", "cache_evictions": "profiled_cache_evictions_total"]
+        for (stat, metric) in mapping {
+            #expect(metrics[metric].map { Double($0) } == stats[stat].map { Double($0) }, "\(stat) vs \(metric)")
+        }
+        // Latency histograms, per command, with counts matching what was sent.
+        #expect(metrics["profiled_request_duration_seconds_count{command=get}"].flatMap { Double($0) } == 2)
+        #expect(metrics["profiled_request_duration_seconds_count{command=mset}"].flatMap { Double($0) } == 1)
+        #expect(metrics["histogram_types"] == "1")
+    }
+
+    @Test func healthzAnswersBothWays() throws {
+        let server = try TestServer(["--metrics", "127.0.0.1:0"])
+        let port = try metricsPort(server.log)
+        #expect(try httpStatus(port: port, path: "/healthz") == 200)
+        #expect(try httpStatus(port: port, path: "/nowhere") == 404)
+        // The store's file is lost from under the server: health says so.
+        truncate(server.databasePath, 0)
+        unlink(server.databasePath + "-wal")
+        unlink(server.databasePath + "-shm")
+        #expect(try httpStatus(port: port, path: "/healthz") == 503)
+    }
+
+    @Test func metricsFollowTheProtectedModeRule() throws {
+        let directory = try makeTemporaryDirectory()
+        let (status, output) = try runToCompletion(executable("profiled"),
+                                                   ["--port", "0", "--metrics", "0.0.0.0:0", "--db", directory + "/db"])
+        #expect(status != 0)
+        #expect(output.contains("--allow-insecure-bind"))
+    }
+
+    @Test func sighupReloadsTokensAndKeepsRoles() throws {
+        let directory = try makeTemporaryDirectory()
+        let tokens = directory + "/tokens"
+        writeText(tokens, "write old-token\n")
+        let server = try TestServer(["--tokens", tokens], directory: directory)
+        let kept = try server.connect()
+        try kept.auth("old-token")
+
+        writeText(tokens, "write new-token\n")
+        kill(server.pid, SIGHUP)
+        try waitFor { server.log.contains("msg=\"tokens reloaded\"") }
+        let fresh = try server.connect()
+        #expect(try fresh.roundTrip("AUTH old-token\n").hasPrefix("ERROR DENIED"))
+        #expect(try fresh.roundTrip("AUTH new-token\n") == "OK")
+        // The connection that authenticated before keeps its role.
+        #expect(try kept.roundTrip("SET a b c\n") == "STORED")
+
+        // A broken file is reported with its line and the tokens in force stay.
+        writeText(tokens, "write newer-token\nboss x\n")
+        kill(server.pid, SIGHUP)
+        try waitFor { server.log.contains("msg=\"tokens not reloaded; the previous ones stay in force\"") }
+        #expect(server.log.contains(tokens + ":2:"))
+        let third = try server.connect()
+        #expect(try third.roundTrip("AUTH newer-token\n").hasPrefix("ERROR DENIED"))
+        #expect(try third.roundTrip("AUTH new-token\n") == "OK")
+    }
+
+    @Test func logLinesAreLogfmt() throws {
+        let server = try TestServer(["--log-level", "debug"])
+        server.stop()
+        let lines = server.log.split(separator: "\n")
+        #expect(lines.count >= 4)
+        for line in lines {
+            let pairs = try logfmtPairs(String(line))
+            #expect(pairs["ts"]?.hasSuffix("Z") == true, "\(line)")
+            #expect(["debug", "info", "warn", "error"].contains(pairs["level"] ?? ""), "\(line)")
+            #expect(pairs["msg"] != nil, "\(line)")
+        }
+    }
+
+    @Test func systemdUnitVerifies() throws {
+        guard access("/usr/bin/systemd-analyze", X_OK) == 0 else {
+            print("skipped: systemd-analyze is not installed here, so Deploy/profiled.service was not verified")
+            return
+        }
+        let directory = try makeTemporaryDirectory()
+        // verify checks that ExecStart exists: point it at the built binary.
+        let unit = readText(repositoryRoot() + "/Deploy/profiled.service")
+            .replacing("/usr/local/bin/profiled", with: executable("profiled"))
+        writeText(directory + "/profiled.service", unit)
+        let (status, output) = try runToCompletion("/usr/bin/systemd-analyze", ["verify", directory + "/profiled.service"])
+        #expect(status == 0, "\(output)")
+        #expect(!output.contains("profiled.service:"), "\(output)")
+    }
+}
+
+/// Reads the port of the metrics listener from the log.
+func metricsPort(_ log: String) throws -> UInt16 {
+    for line in log.split(separator: "\n") where line.contains("msg=\"serving metrics\"") {
+        if let range = line.firstRange(of: "addr=127.0.0.1:") {
+            if let port = UInt16(line[range.upperBound...].prefix { $0.isNumber }) { return port }
+        }
+    }
+    throw TestFailure("no metrics address in the log: \(log)")
+}
+
+/// A plain HTTP/1.0 GET; returns the status code.
+func httpStatus(port: UInt16, path: String) throws -> Int {
+    let c = try ProfileConnection(.tcp(host: "127.0.0.1", port: port))
+    c.sendRaw(Array("GET \(path) HTTP/1.0\r\n\r\n".utf8))
+    try c.flush()
+    let status = try c.line().split(separator: " ")
+    guard status.count >= 2, let code = Int(status[1]) else { throw TestFailure("bad status line") }
+    return code
+}
+
+func waitFor(_ condition: () -> Bool) throws {
+    for _ in 0..<400 {
+        if condition() { return }
+        usleep(10_000)
+    }
+    throw TestFailure("condition not met in time")
+}
+
+/// Splits a logfmt line into its pairs; throws on anything that is not logfmt.
+func logfmtPairs(_ line: String) throws -> [String: String] {
+    var pairs: [String: String] = [:]
+    var rest = Substring(line)
+    while !rest.isEmpty {
+        guard let eq = rest.firstIndex(of: "=") else { throw TestFailure("no '=' in \(rest)") }
+        let key = String(rest[..<eq])
+        guard !key.isEmpty, !key.contains(" ") else { throw TestFailure("bad key in \(line)") }
+        rest = rest[rest.index(after: eq)...]
+        var value = ""
+        if rest.first == "\"" {
+            rest = rest.dropFirst()
+            var escaped = false
+            var closed = false
+            while let ch = rest.first {
+                rest = rest.dropFirst()
+                if escaped { value.append(ch); escaped = false } else if ch == "\\" { escaped = true } else if ch == "\"" { closed = true; break } else { value.append(ch) }
+            }
+            guard closed else { throw TestFailure("unclosed quote in \(line)") }
+        } else {
+            let end = rest.firstIndex(of: " ") ?? rest.endIndex
+            value = String(rest[..<end])
+            rest = rest[end...]
+        }
+        pairs[key] = value
+        if rest.first == " " { rest = rest.dropFirst() } else if !rest.isEmpty { throw TestFailure("junk after value in \(line)") }
+    }
+    return pairs
+}
+
+/// The repository root, from this file's location.
+func repositoryRoot(_ file: String = #filePath) -> String {
+    var parts = file.split(separator: "/", omittingEmptySubsequences: false)
+    parts.removeLast(3)
+    return parts.joined(separator: "/")
+}
+
+/// Scrapes /metrics and parses it with prometheus_client's own text parser; prints
+/// `name{labels} value` per sample, and `histogram_types N` for the histogram families.
+let prometheusParser = """
+import sys, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+text = urllib.request.urlopen("http://" + sys.argv[1] + "/metrics").read().decode()
+histograms = 0
+for family in text_string_to_metric_families(text):
+    if family.type == "histogram":
+        histograms += 1
+    for s in family.samples:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+        print(f"{s.name}{{{labels}}} {s.value}" if labels else f"{s.name} {s.value}")
+print("histogram_types", histograms)
+"""
