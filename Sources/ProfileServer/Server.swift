@@ -24,6 +24,8 @@ public final class Server {
     private var signalEvents: [OpaquePointer?] = []
     private var nextWorker = 0
     private var metricsServer: MetricsServer?
+    private var resumeTimer: OpaquePointer?
+    private var stopping = false
     /// Where it listens, as logged (`127.0.0.1:7711`, `unix:/run/profiled.sock`).
     public private(set) var addresses: [String] = []
 
@@ -87,12 +89,14 @@ public final class Server {
                 throw error
             }
         }
+        raiseFileLimit(toFit: configuration.maxConnections)
         Log.info("store opened", ["path": path, "sync": configuration.synchronous == .full ? "full" : "normal"])
         Log.info("cache ready", ["limit_mb": "\(configuration.cacheMegabytes)", "threads": "\(threads)"])
     }
 
     deinit {
         metricsServer = nil
+        if let resumeTimer { event_free(resumeTimer) }
         for event in signalEvents { if let event { event_free(event) } }
         for listener in listeners {
             if let event = listener.event { event_free(event) }
@@ -151,7 +155,13 @@ public final class Server {
             let fd = accept4(listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
-                if errno != EAGAIN && errno != EWOULDBLOCK { Log.warn("accept failed", ["error": String(cString: strerror(errno))]) }
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
+                    // The pending connection stays readable: pause accepting instead of spinning.
+                    Log.warn("accept failed; pausing accepts for 100 ms", ["error": String(cString: strerror(errno))])
+                    pauseAccepting()
+                } else if errno != EAGAIN && errno != EWOULDBLOCK {
+                    Log.warn("accept failed", ["error": String(cString: strerror(errno))])
+                }
                 return
             }
             let statistics = context.statistics
@@ -168,6 +178,20 @@ public final class Server {
             workers[nextWorker].post(.accepted(fd: fd))
             nextWorker = (nextWorker + 1) % workers.count
         }
+    }
+
+    private func pauseAccepting() {
+        for listener in listeners { if let event = listener.event { event_del(event) } }
+        if resumeTimer == nil {
+            resumeTimer = event_new(base, -1, 0, serverResumeAccepting, Unmanaged.passUnretained(self).toOpaque())
+        }
+        var delay = timeval(tv_sec: 0, tv_usec: 100_000)
+        event_add(resumeTimer, &delay)
+    }
+
+    fileprivate func resumeAccepting() {
+        guard !stopping else { return }
+        for listener in listeners { if let event = listener.event { event_add(event, nil) } }
     }
 
     /// SIGHUP: read the tokens file again. Connections keep the role they have; a file that
@@ -188,6 +212,7 @@ public final class Server {
 
     fileprivate func signalled(_ number: Int32) {
         Log.info("signal received", ["signal": number == SIGTERM ? "TERM" : "INT"])
+        stopping = true
         for listener in listeners {
             if let event = listener.event { event_del(event) }
             Glibc.close(listener.fd)
@@ -197,8 +222,27 @@ public final class Server {
     }
 }
 
+/// Raises the soft limit on open files toward what `--max-connections` needs (plus room for
+/// the store, listeners and event loops), as far as the hard limit allows; says so when it
+/// cannot reach it, since accept would then fail before ERROR BUSY could be sent.
+private func raiseFileLimit(toFit connections: Int) {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    let wanted = rlim_t(connections + 256)
+    guard limit.rlim_cur < wanted else { return }
+    limit.rlim_cur = min(wanted, limit.rlim_max)
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    if limit.rlim_cur < wanted {
+        Log.warn("open file limit is below what --max-connections needs", ["limit": "\(limit.rlim_cur)", "wanted": "\(wanted)"])
+    }
+}
+
 private func serverAcceptReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().acceptReady(fd)
+}
+
+private func serverResumeAccepting(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().resumeAccepting()
 }
 
 private func serverHangup(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
