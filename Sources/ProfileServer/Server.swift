@@ -212,6 +212,7 @@ public final class Server {
 
     fileprivate func signalled(_ number: Int32) {
         Log.info("signal received", ["signal": number == SIGTERM ? "TERM" : "INT"])
+        guard !stopping else { return }
         stopping = true
         for listener in listeners {
             if let event = listener.event { event_del(event) }
