@@ -28,7 +28,10 @@ struct OneOffCommand {
         if name == "update" && parsed.values["name"] == nil && parsed.values["portrait-uri"] == nil {
             throw AdminError.usage("update needs --name, --portrait-uri or both")
         }
-        if name == "flushall" { try confirmFlush() }
+        if name == "flushall", try !confirmFlush() {
+            writeStandardError("profilectl: nothing deleted\n")
+            return 1
+        }
 
         let connection = try server.connect()
         let code: Int32
@@ -51,9 +54,9 @@ struct OneOffCommand {
         return n
     }
 
-    /// On a terminal, asks; elsewhere only `--yes` will do.
-    private func confirmFlush() throws(AdminError) {
-        if parsed.switches.contains("yes") { return }
+    /// On a terminal, asks; elsewhere only `--yes` will do. False when the answer is no.
+    private func confirmFlush() throws(AdminError) -> Bool {
+        if parsed.switches.contains("yes") { return true }
         guard isatty(0) == 1 else {
             throw AdminError.usage("flushall deletes every profile: pass --yes when standard input is not a terminal")
         }
@@ -62,9 +65,7 @@ struct OneOffCommand {
         var byte: UInt8 = 0
         while read(0, &byte, 1) == 1 && byte != 0x0A { answer.append(byte) }
         let text = String(decoding: answer, as: UTF8.self).lowercased()
-        guard text == "y" || text == "yes" else {
-            throw AdminError.file("nothing deleted")
-        }
+        return text == "y" || text == "yes"
     }
 
     private func execute(_ c: ProfileConnection, _ arguments: [[UInt8]], recentCount: Int,
