@@ -38,7 +38,7 @@ struct CommandSpec {
                   --format csv|jsonl  the format of every file (default: from each file's extension)
                   --db PATH           write straight into a store file no server is using
                   --strict            stop at the first bad row; nothing of its batch is written
-                  --batch N           rows per MSET online (default 1000), per transaction offline (default 50000)
+                  --batch N           rows per MSET online (default 1000), per transaction offline (default 1000000)
 
                 Bad rows are reported as FILE:LINE: reason and skipped. Exit 0 when every row went in,
                 1 when some were rejected, 2 on a file, store, connection or server error, 64 on bad flags.

@@ -3,14 +3,10 @@ import ProfileClient
 import ProfileProtocol
 import ProfileStore
 
-/// Where an import writes its batches.
+/// Where an import writes.
 ///
 /// Threading: one thread at a time (the importing thread).
 protocol ImportSink: AnyObject {
-    /// Hands a full batch on; the batch may be reused once this returns.
-    func write(_ batch: RowBatch) throws
-    /// Waits until everything handed on is acknowledged.
-    func finish() throws
     /// Rows acknowledged so far.
     var written: Int { get }
 }
@@ -39,6 +35,7 @@ final class ServerSink: ImportSink {
         line.reserveCapacity(maxLine)
     }
 
+    /// Sends a batch; it may be reused once this returns.
     func write(_ batch: RowBatch) throws {
         startLine()
         try batch.forEach(add)
@@ -97,6 +94,7 @@ final class ServerSink: ImportSink {
         written += stored
     }
 
+    /// Waits for the reply of every MSET sent.
     func finish() throws {
         while firstInFlight < inFlight.count {
             try readOneReply()
@@ -104,30 +102,26 @@ final class ServerSink: ImportSink {
     }
 }
 
-/// Writes batches straight into a store file, one transaction each, through
-/// the same store code and write sequence the server uses.
+/// A store file written directly, through the same store code and write
+/// sequence the server uses; the import drives its writer's transactions.
 ///
 /// Threading: one thread at a time.
 final class StoreSink: ImportSink {
     private let store: SQLiteProfileStore
-    private let writer: any ProfileWriter
+    let writer: any ProfileWriter
     private(set) var written = 0
 
-    /// Opens the store; fails when a running profiled holds it.
-    init(path: String) throws {
-        store = try openStore(path, instead: "import online")
+    init(_ store: SQLiteProfileStore) throws {
+        self.store = store
         writer = try store.makeWriter()
     }
 
-    func write(_ batch: RowBatch) throws {
-        try writer.transaction {
-            try batch.forEach { row in
-                try writer.upsert(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
-            }
-        }
-        written += batch.count
+    /// Counts the rows of a committed transaction.
+    func committed(_ rows: Int) {
+        written += rows
     }
 
+    /// Copies the log into the database file, so the import leaves one file.
     func finish() throws {
         try writer.checkpoint()
     }

@@ -16,7 +16,7 @@ public struct ImportOptions: Sendable {
     /// Stop at the first bad row, writing nothing of its batch.
     public var strict: Bool
     /// Rows per batch: per MSET online (at most 1,000, fewer when the line
-    /// limit comes first), per transaction offline. Nil picks the default.
+    /// limit comes first), per transaction offline (default 1,000,000). Nil picks the default.
     public var batchSize: Int?
 
     public init(files: [String], format: FileFormat? = nil, databasePath: String? = nil,
@@ -30,7 +30,7 @@ public struct ImportOptions: Sendable {
     }
 
     static let defaultServerBatch = 1000
-    static let defaultStoreBatch = 50_000
+    static let defaultStoreBatch = 1_000_000
 }
 
 /// How an import ended.
@@ -83,13 +83,9 @@ public enum Importer {
         let totalBytes: Int? = sizes.contains { $0 == nil } ? nil : sizes.reduce(0) { $0 + $1! }
         let progress = ImportProgress(totalBytes: totalBytes, isTerminal: isatty(2) == 1)
 
-        let run = ImportRun(options: options, progress: progress)
+        let run = ImportRun(options: options, progress: progress, inputs: inputs)
         do {
-            try run.start()
-            for (name, input, format) in inputs {
-                guard try run.read(format.parser(input), name: name) else { break }
-            }
-            try run.finish()
+            try run.run()
         } catch {
             progress.clearBar()
             throw importFailure(error, summary: run.summary)
@@ -118,44 +114,99 @@ public enum Importer {
     }
 }
 
-/// One import in progress: the sink, the batch being filled and the counts.
+/// One import in progress: the files, where the rows go, and the counts.
 ///
 /// Threading: the importing thread.
 private final class ImportRun {
+    /// A strict import met a bad row.
+    private struct StrictStop: Error {}
+
     let options: ImportOptions
     let progress: ImportProgress
+    private let inputs: [(name: String, input: FileInput, format: FileFormat)]
+    private var fileIndex = 0
+    private var parser: (any RowParser)?
     private var sink: (any ImportSink)?
-    private var batch = RowBatch(expectedRows: 0)
-    private var batchSize = 0
     private var read = 0
     private var rejected = 0
     /// Bytes of the files already finished, for progress.
     private var bytesBefore = 0
+    private var sinceUpdate = 0
 
-    init(options: ImportOptions, progress: ImportProgress) {
+    init(options: ImportOptions, progress: ImportProgress,
+         inputs: [(name: String, input: FileInput, format: FileFormat)]) {
         self.options = options
         self.progress = progress
+        self.inputs = inputs
     }
 
     var summary: ImportSummary {
         ImportSummary(read: read, written: sink?.written ?? 0, rejected: rejected, seconds: progress.elapsed)
     }
 
-    func start() throws {
-        if let path = options.databasePath {
-            sink = try StoreSink(path: path)
-            batchSize = options.batchSize ?? ImportOptions.defaultStoreBatch
-        } else {
-            sink = ServerSink(connection: try options.server.connect())
-            batchSize = options.batchSize ?? ImportOptions.defaultServerBatch
+    func run() throws {
+        do {
+            if let path = options.databasePath {
+                let store = try StoreSink(openStore(path, instead: "import online"))
+                sink = store
+                try runOffline(store)
+            } else {
+                let server = ServerSink(connection: try options.server.connect())
+                sink = server
+                try runOnline(server)
+            }
+        } catch is StrictStop {
+            return
         }
-        batch = RowBatch(expectedRows: batchSize)
     }
 
-    /// Reads one file to its end; false when a strict import must stop.
-    func read(_ parser: any RowParser, name: String) throws -> Bool {
-        var sinceUpdate = 0
-        while true {
+    /// Batches of rows as pipelined MSETs; a strict stop drops the batch being filled.
+    private func runOnline(_ sink: ServerSink) throws {
+        let batchSize = options.batchSize ?? ImportOptions.defaultServerBatch
+        let batch = RowBatch(expectedRows: batchSize)
+        defer { try? sink.finish() }
+        while let row = try nextRow() {
+            batch.append(row)
+            if batch.count == batchSize {
+                try sink.write(batch)
+                batch.removeAll()
+            }
+        }
+        if !batch.isEmpty { try sink.write(batch) }
+        try sink.finish()
+    }
+
+    /// Rows straight from the parser into large transactions: with ids in
+    /// random order most pages of the table change in every transaction, so
+    /// fewer, larger commits write far less. A strict stop rolls back the
+    /// transaction it happens in.
+    private func runOffline(_ sink: StoreSink) throws {
+        let transactionRows = options.batchSize ?? ImportOptions.defaultStoreBatch
+        var more = true
+        while more {
+            let rows = try sink.writer.transaction { () throws -> Int in
+                var rows = 0
+                while rows < transactionRows {
+                    guard let row = try nextRow() else {
+                        more = false
+                        break
+                    }
+                    try sink.writer.upsert(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
+                    rows += 1
+                }
+                return rows
+            }
+            sink.committed(rows)
+        }
+        try sink.finish()
+    }
+
+    /// The next good row of any file, reporting bad ones; nil after the last file.
+    private func nextRow() throws -> RowValues? {
+        while fileIndex < inputs.count {
+            let (name, input, format) = inputs[fileIndex]
+            let parser = self.parser ?? format.parser(input)
+            self.parser = parser
             let event: RowEvent
             do {
                 event = try parser.next()
@@ -165,37 +216,23 @@ private final class ImportRun {
             switch event {
             case .row:
                 read += 1
-                batch.append(parser.values)
-                if batch.count == batchSize {
-                    try sink!.write(batch)
-                    batch.removeAll()
+                sinceUpdate += 1
+                if sinceUpdate == 4096 {
+                    sinceUpdate = 0
+                    progress.update(rows: read, bytes: bytesBefore + parser.bytesConsumed)
                 }
+                return parser.values
             case .bad(let line, let reason):
                 read += 1
                 rejected += 1
                 progress.message("\(name):\(line): \(reason)")
-                if options.strict {
-                    batch.removeAll()
-                    return false
-                }
+                if options.strict { throw StrictStop() }
             case .end:
                 bytesBefore += parser.bytesConsumed
-                return true
-            }
-            sinceUpdate += 1
-            if sinceUpdate == 4096 {
-                sinceUpdate = 0
-                progress.update(rows: read, bytes: bytesBefore + parser.bytesConsumed)
+                self.parser = nil
+                fileIndex += 1
             }
         }
-    }
-
-    /// Writes the last partial batch and waits for every acknowledgement.
-    func finish() throws {
-        if !batch.isEmpty {
-            try sink!.write(batch)
-            batch.removeAll()
-        }
-        try sink!.finish()
+        return nil
     }
 }
