@@ -1,0 +1,187 @@
+/// A command's flags, arguments and help.
+///
+/// Threading: constants; any thread.
+struct CommandSpec {
+    var name: String
+    var usage: String
+    var summary: String
+    var details: String
+    /// Flags that take a value, without the leading dashes.
+    var valueFlags: Set<String>
+    /// Flags that take none.
+    var switches: Set<String>
+    var arguments: ClosedRange<Int>
+
+    static let connectionFlags: Set<String> = ["host", "port", "unix", "token"]
+    static let connectionHelp = """
+          --host HOST         server address (default 127.0.0.1)
+          --port PORT         server port (default 7711)
+          --unix PATH         connect over a Unix socket instead
+          --token TOKEN       authenticate first (default: $PROFILED_TOKEN)
+
+        """
+
+    static func oneOff(_ name: String, _ usage: String, _ summary: String, arguments: ClosedRange<Int>,
+                       valueFlags: Set<String> = [], switches: Set<String> = [], details: String = "") -> CommandSpec {
+        CommandSpec(name: name, usage: usage, summary: summary,
+                    details: details + "  --json              print JSON for scripts\n" + connectionHelp,
+                    valueFlags: connectionFlags.union(valueFlags), switches: switches.union(["json"]),
+                    arguments: arguments)
+    }
+
+    static let all: [CommandSpec] = [
+        CommandSpec(
+            name: "import", usage: "profilectl import FILE... [--format csv|jsonl] [--db PATH] [--strict] [--batch N]",
+            summary: "load profiles from CSV or JSON Lines files",
+            details: """
+                  FILE                a .csv or .jsonl file; - reads standard input (needs --format)
+                  --format csv|jsonl  the format of every file (default: from each file's extension)
+                  --db PATH           write straight into a store file no server is using
+                  --strict            stop at the first bad row; nothing of its batch is written
+                  --batch N           rows per MSET online (default 1000), per transaction offline (default 1000000)
+
+                Bad rows are reported as FILE:LINE: reason and skipped. Exit 0 when every row went in,
+                1 when some were rejected, 2 on a file, store, connection or server error, 64 on bad flags.
+
+                """ + connectionHelp,
+            valueFlags: connectionFlags.union(["format", "db", "batch"]), switches: ["strict"], arguments: 1...Int.max),
+        CommandSpec(
+            name: "export", usage: "profilectl export [--format jsonl|csv] [-o FILE] [--db PATH]",
+            summary: "write every profile as JSON Lines or CSV, in userId order",
+            details: """
+                  --format jsonl|csv  output format (default jsonl)
+                  -o, --output FILE   write to FILE instead of standard output
+                  --db PATH           read a store file no server is using
+
+                Exit 0 on success, 2 on a file, store, connection or server error, 64 on bad flags.
+
+                """ + connectionHelp,
+            valueFlags: connectionFlags.union(["format", "output", "db"]), switches: [], arguments: 0...0),
+        .oneOff("get", "profilectl get ID...", "show profiles (exit 1 when one is not found)", arguments: 1...1000),
+        .oneOff("set", "profilectl set ID NAME URI", "create or replace a profile", arguments: 3...3),
+        .oneOff("update", "profilectl update ID [--name NAME] [--portrait-uri URI]",
+                "change fields of an existing profile (exit 1 when not found)", arguments: 1...1,
+                valueFlags: ["name", "portrait-uri"],
+                details: "  --name NAME         the new display name\n  --portrait-uri URI  the new portrait URI\n"),
+        .oneOff("del", "profilectl del ID", "delete a profile (exit 1 when not found)", arguments: 1...1),
+        .oneOff("exists", "profilectl exists ID", "say whether a profile exists (exit 1 when not)", arguments: 1...1),
+        .oneOff("count", "profilectl count", "count the profiles", arguments: 0...0),
+        .oneOff("recent", "profilectl recent [N]", "show the N most recently written profiles (default 20)",
+                arguments: 0...1),
+        .oneOff("scan", "profilectl scan [--after ID] [--limit N]",
+                "show up to N profiles (default 100) whose userId sorts after ID", arguments: 0...0,
+                valueFlags: ["after", "limit"],
+                details: "  --after ID          start after this userId (default: the beginning)\n  --limit N           at most N profiles, 1 to 1000 (default 100)\n"),
+        .oneOff("stats", "profilectl stats", "show the server's statistics", arguments: 0...0),
+        .oneOff("ping", "profilectl ping", "check that the server answers", arguments: 0...0),
+        .oneOff("flushall", "profilectl flushall [--yes]", "delete every profile", arguments: 0...0,
+                switches: ["yes"],
+                details: "  --yes               do not ask; required when standard input is not a terminal\n"),
+    ]
+
+    static func named(_ name: String) -> CommandSpec? {
+        all.first { $0.name == name }
+    }
+
+    var help: String {
+        "usage: \(usage) [options]\n\n\(summary.prefix(1).uppercased() + summary.dropFirst()).\n\n\(details)"
+    }
+
+    static var overview: String {
+        var text = "usage: profilectl COMMAND [ARGS] [options]\n\ncommands:\n"
+        for spec in all {
+            text += "  " + spec.name.padding(toLength: 10) + spec.summary + "\n"
+        }
+        text += """
+
+            'profilectl help COMMAND' or 'profilectl COMMAND --help' describes a command.
+            Exit codes: 0 success; 1 rejected rows, not found, or a server ERROR; 2 a file, store or
+            connection error (import: also a server error); 64 bad flags or arguments.
+
+            """
+        return text
+    }
+}
+
+/// A command line split into flags and arguments against a command's spec.
+///
+/// Threading: a plain value; any thread.
+struct ParsedArguments {
+    var values: [String: String] = [:]
+    var switches: Set<String> = []
+    var arguments: [String] = []
+    var wantsHelp = false
+
+    init(_ words: [String], spec: CommandSpec) throws(AdminError) {
+        var index = 0
+        var onlyArguments = false
+        while index < words.count {
+            let word = words[index]
+            index += 1
+            if onlyArguments || word == "-" || !word.hasPrefix("-") {
+                arguments.append(word)
+                continue
+            }
+            if word == "--" {
+                onlyArguments = true
+                continue
+            }
+            if word == "-h" || word == "--help" {
+                wantsHelp = true
+                continue
+            }
+            var flag = word == "-o" ? "output" : String(word.drop { $0 == "-" })
+            var inline: String? = nil
+            if let eq = flag.firstIndex(of: "=") {
+                inline = String(flag[flag.index(after: eq)...])
+                flag = String(flag[..<eq])
+            }
+            if spec.switches.contains(flag) && inline == nil {
+                switches.insert(flag)
+            } else if spec.valueFlags.contains(flag) {
+                if let inline {
+                    values[flag] = inline
+                } else {
+                    guard index < words.count else { throw AdminError.usage("--\(flag) needs a value") }
+                    values[flag] = words[index]
+                    index += 1
+                }
+            } else {
+                throw AdminError.usage("\(spec.name) has no option \(word)")
+            }
+        }
+        if wantsHelp { return }
+        guard spec.arguments.contains(arguments.count) else {
+            let expected = spec.arguments.lowerBound == spec.arguments.upperBound
+                ? "\(spec.arguments.lowerBound)"
+                : spec.arguments.upperBound == Int.max ? "at least \(spec.arguments.lowerBound)"
+                : "\(spec.arguments.lowerBound) to \(spec.arguments.upperBound)"
+            throw AdminError.usage("\(spec.name) takes \(expected) argument\(expected == "1" ? "" : "s"), not \(arguments.count)")
+        }
+    }
+
+    /// A whole number flag in `range`, or `otherwise` when absent.
+    func number(_ flag: String, in range: ClosedRange<Int>, otherwise: Int?) throws(AdminError) -> Int? {
+        guard let text = values[flag] else { return otherwise }
+        guard let n = Int(text), range.contains(n) else {
+            throw AdminError.usage("--\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+        }
+        return n
+    }
+
+    /// The connection flags, with `PROFILED_TOKEN` as the token's fallback.
+    func serverOptions(environment: [String: String]) throws(AdminError) -> ServerOptions {
+        var options = ServerOptions()
+        if let host = values["host"] { options.host = host }
+        if let port = try number("port", in: 1...65535, otherwise: nil) { options.port = UInt16(port) }
+        options.unixPath = values["unix"]
+        options.token = values["token"] ?? environment["PROFILED_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        return options
+    }
+}
+
+extension String {
+    func padding(toLength length: Int) -> String {
+        count >= length ? self + " " : self + String(repeating: " ", count: length - count)
+    }
+}

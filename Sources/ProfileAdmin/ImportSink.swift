@@ -1,0 +1,140 @@
+import Glibc
+import ProfileClient
+import ProfileProtocol
+import ProfileStore
+
+/// Where an import writes.
+///
+/// Threading: one thread at a time (the importing thread).
+protocol ImportSink: AnyObject {
+    /// Rows acknowledged so far.
+    var written: Int { get }
+}
+
+/// Sends batches to a running profiled as pipelined MSET requests, so the
+/// server's cache stays right: each MSET holds as many triples as fit in one
+/// request line (and at most 1,000), and up to `depth` of them wait for their
+/// replies while the next ones are sent.
+///
+/// Threading: one thread at a time.
+final class ServerSink: ImportSink {
+    private let connection: ProfileConnection
+    private let depth: Int
+    private let maxLine: Int
+    private var inFlight: [Int] = []
+    private var firstInFlight = 0
+    private var line: [UInt8] = []
+    /// Triples in `line` so far.
+    private var triples = 0
+    private(set) var written = 0
+
+    init(connection: ProfileConnection, depth: Int = 8, maxLine: Int = Limits.defaultMaxLine) {
+        self.connection = connection
+        self.depth = depth
+        self.maxLine = maxLine
+        line.reserveCapacity(maxLine)
+    }
+
+    /// Sends a batch; it may be reused once this returns.
+    func write(_ batch: RowBatch) throws {
+        startLine()
+        try batch.forEach(add)
+        if triples > 0 { try send() }
+    }
+
+    private func startLine() {
+        line.removeAll(keepingCapacity: true)
+        line.append(contentsOf: "MSET".utf8)
+        triples = 0
+    }
+
+    private func add(_ row: RowValues) throws(ClientError) {
+        let size = 3 + ValueEncoder.encodedCount(row.userId) + ValueEncoder.encodedCount(row.name)
+            + ValueEncoder.encodedCount(row.portraitUri)
+        // The LF counts against the line limit too.
+        if triples == Limits.maxTriples || line.count + size + 1 > maxLine {
+            try send()
+            startLine()
+        }
+        append(row.userId)
+        append(row.name)
+        append(row.portraitUri)
+        triples += 1
+    }
+
+    private func append(_ value: UnsafeRawBufferPointer) {
+        line.append(0x20)
+        let start = line.count
+        let count = ValueEncoder.encodedCount(value)
+        line.append(contentsOf: repeatElement(0, count: count))
+        _ = line.withUnsafeMutableBytes { ValueEncoder.write(value, to: $0.baseAddress! + start) }
+    }
+
+    private func send() throws(ClientError) {
+        line.append(0x0A)
+        connection.sendRaw(line)
+        try connection.flush()
+        inFlight.append(triples)
+        while inFlight.count - firstInFlight > depth {
+            try readOneReply()
+        }
+    }
+
+    private func readOneReply() throws(ClientError) {
+        let expected = inFlight[firstInFlight]
+        firstInFlight += 1
+        if firstInFlight == inFlight.count {
+            inFlight.removeAll(keepingCapacity: true)
+            firstInFlight = 0
+        }
+        let stored = try connection.readStoredCount()
+        guard stored == expected else {
+            throw ClientError.unexpectedReply("STORED \(stored) for an MSET of \(expected) profiles")
+        }
+        written += stored
+    }
+
+    /// Waits for the reply of every MSET sent.
+    func finish() throws {
+        while firstInFlight < inFlight.count {
+            try readOneReply()
+        }
+    }
+}
+
+/// A store file written directly, through the same store code and write
+/// sequence the server uses; the import drives its writer's transactions.
+///
+/// Threading: one thread at a time.
+final class StoreSink: ImportSink {
+    private let store: SQLiteProfileStore
+    let writer: any ProfileWriter
+    private(set) var written = 0
+
+    init(_ store: SQLiteProfileStore) throws {
+        self.store = store
+        writer = try store.makeWriter()
+    }
+
+    /// Counts the rows of a committed transaction.
+    func committed(_ rows: Int) {
+        written += rows
+    }
+
+    /// Copies the log into the database file, so the import leaves one file.
+    func finish() throws {
+        try writer.checkpoint()
+    }
+}
+
+/// Opens a store for profilectl, naming a running server as the reason it is locked.
+func openStore(_ path: String, instead: String) throws(AdminError) -> SQLiteProfileStore {
+    do {
+        return try SQLiteProfileStore(path: path)
+    } catch {
+        if error.kind == .locked {
+            throw AdminError.file("\(path) is in use by a running profiled; stop it or \(instead)")
+        }
+        throw AdminError.file(error.description)
+    }
+}

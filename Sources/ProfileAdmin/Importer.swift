@@ -1,0 +1,238 @@
+import Glibc
+import ProfileClient
+import ProfileStore
+
+/// What an import reads and where it writes.
+///
+/// Threading: a plain value; any thread.
+public struct ImportOptions: Sendable {
+    /// Files to read in order; `-` is standard input.
+    public var files: [String]
+    /// The format of every file; nil lets each file's extension decide.
+    public var format: FileFormat?
+    /// A store file for an offline import; nil imports through the server.
+    public var databasePath: String?
+    public var server: ServerOptions
+    /// Stop at the first bad row, writing nothing of its batch.
+    public var strict: Bool
+    /// Rows per batch: per MSET online (at most 1,000, fewer when the line
+    /// limit comes first), per transaction offline (default 1,000,000). Nil picks the default.
+    public var batchSize: Int?
+
+    public init(files: [String], format: FileFormat? = nil, databasePath: String? = nil,
+                server: ServerOptions = ServerOptions(), strict: Bool = false, batchSize: Int? = nil) {
+        self.files = files
+        self.format = format
+        self.databasePath = databasePath
+        self.server = server
+        self.strict = strict
+        self.batchSize = batchSize
+    }
+
+    static let defaultServerBatch = 1000
+    static let defaultStoreBatch = 1_000_000
+}
+
+/// How an import ended.
+///
+/// Threading: a plain value; any thread.
+public struct ImportSummary: Sendable, Equatable {
+    /// Data rows read, good and bad.
+    public var read: Int
+    /// Rows the server or the store acknowledged.
+    public var written: Int
+    /// Bad rows, skipped (or the one that stopped a strict import).
+    public var rejected: Int
+    public var seconds: Double
+
+    /// `read N, written N, rejected N, 1.23 s, 456789 rows/s`
+    public var line: String {
+        let rate = seconds > 0 ? Int(Double(written) / seconds) : 0
+        let rounded = (seconds * 100).rounded() / 100
+        return "read \(read), written \(written), rejected \(rejected), \(rounded) s, \(rate) rows/s"
+    }
+
+    /// 0 when every row went in, 1 when some were rejected.
+    public var exitCode: Int32 { rejected == 0 ? 0 : 1 }
+}
+
+/// Runs `profilectl import`.
+///
+/// Threading: runs on the calling thread.
+public enum Importer {
+    /// Imports every file, reporting bad rows as `FILE:LINE: reason` and
+    /// progress on standard error.
+    ///
+    /// - Throws: `AdminError.file` or `.server` when a file, the store or the
+    ///   server fails; rows acknowledged before then stay written.
+    public static func run(_ options: ImportOptions) throws(AdminError) -> ImportSummary {
+        var inputs: [(name: String, input: FileInput, format: FileFormat)] = []
+        do {
+            for path in options.files {
+                guard let format = options.format ?? FileFormat(fileName: path) else {
+                    throw AdminError.usage("cannot tell the format of \(path); name it with --format csv|jsonl")
+                }
+                inputs.append((path == "-" ? "stdin" : path, try FileInput(path: path), format))
+            }
+        } catch let error as AdminError {
+            throw error
+        } catch {
+            throw AdminError.file("\(error)")
+        }
+        let sizes = inputs.map(\.input.size)
+        let totalBytes: Int? = sizes.contains { $0 == nil } ? nil : sizes.reduce(0) { $0 + $1! }
+        let progress = ImportProgress(totalBytes: totalBytes, isTerminal: isatty(2) == 1)
+
+        let run = ImportRun(options: options, progress: progress, inputs: inputs)
+        do {
+            try run.run()
+        } catch {
+            progress.clearBar()
+            throw importFailure(error, summary: run.summary)
+        }
+        progress.clearBar()
+        if run.summary.read == 0 {
+            writeStandardError("profilectl: no rows to import\n")
+        }
+        return run.summary
+    }
+
+    private static func importFailure(_ error: any Error, summary: ImportSummary) -> AdminError {
+        // Once rows were read, say how far the import got.
+        let after = summary.read > 0 ? " (\(summary.line))" : ""
+        switch error {
+        case let error as AdminError:
+            if case .file(let message) = error { return .file(message + after) }
+            return error
+        case ClientError.server(let code, let message):
+            return .server(code: code, message: message + after)
+        case let error as ClientError:
+            return .file("\(error)" + after)
+        default:
+            return .file("\(error)" + after)
+        }
+    }
+}
+
+/// One import in progress: the files, where the rows go, and the counts.
+///
+/// Threading: the importing thread.
+private final class ImportRun {
+    /// A strict import met a bad row.
+    private struct StrictStop: Error {}
+
+    let options: ImportOptions
+    let progress: ImportProgress
+    private let inputs: [(name: String, input: FileInput, format: FileFormat)]
+    private var fileIndex = 0
+    private var parser: (any RowParser)?
+    private var sink: (any ImportSink)?
+    private var read = 0
+    private var rejected = 0
+    /// Bytes of the files already finished, for progress.
+    private var bytesBefore = 0
+    private var sinceUpdate = 0
+
+    init(options: ImportOptions, progress: ImportProgress,
+         inputs: [(name: String, input: FileInput, format: FileFormat)]) {
+        self.options = options
+        self.progress = progress
+        self.inputs = inputs
+    }
+
+    var summary: ImportSummary {
+        ImportSummary(read: read, written: sink?.written ?? 0, rejected: rejected, seconds: progress.elapsed)
+    }
+
+    func run() throws {
+        do {
+            if let path = options.databasePath {
+                let store = try StoreSink(openStore(path, instead: "import online"))
+                sink = store
+                try runOffline(store)
+            } else {
+                let server = ServerSink(connection: try options.server.connect())
+                sink = server
+                try runOnline(server)
+            }
+        } catch is StrictStop {
+            return
+        }
+    }
+
+    /// Batches of rows as pipelined MSETs; a strict stop drops the batch being filled.
+    private func runOnline(_ sink: ServerSink) throws {
+        let batchSize = options.batchSize ?? ImportOptions.defaultServerBatch
+        let batch = RowBatch(expectedRows: batchSize)
+        defer { try? sink.finish() }
+        while let row = try nextRow() {
+            batch.append(row)
+            if batch.count == batchSize {
+                try sink.write(batch)
+                batch.removeAll()
+            }
+        }
+        if !batch.isEmpty { try sink.write(batch) }
+        try sink.finish()
+    }
+
+    /// Rows straight from the parser into large transactions: with ids in
+    /// random order most pages of the table change in every transaction, so
+    /// fewer, larger commits write far less. A strict stop rolls back the
+    /// transaction it happens in.
+    private func runOffline(_ sink: StoreSink) throws {
+        let transactionRows = options.batchSize ?? ImportOptions.defaultStoreBatch
+        var more = true
+        while more {
+            let rows = try sink.writer.transaction { () throws -> Int in
+                var rows = 0
+                while rows < transactionRows {
+                    guard let row = try nextRow() else {
+                        more = false
+                        break
+                    }
+                    try sink.writer.upsert(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
+                    rows += 1
+                }
+                return rows
+            }
+            sink.committed(rows)
+        }
+        try sink.finish()
+    }
+
+    /// The next good row of any file, reporting bad ones; nil after the last file.
+    private func nextRow() throws -> RowValues? {
+        while fileIndex < inputs.count {
+            let (name, input, format) = inputs[fileIndex]
+            let parser = self.parser ?? format.parser(input)
+            self.parser = parser
+            let event: RowEvent
+            do {
+                event = try parser.next()
+            } catch let error as FormatError {
+                throw AdminError.file("\(name):\(error.line): \(error.reason)")
+            }
+            switch event {
+            case .row:
+                read += 1
+                sinceUpdate += 1
+                if sinceUpdate == 4096 {
+                    sinceUpdate = 0
+                    progress.update(rows: read, bytes: bytesBefore + parser.bytesConsumed)
+                }
+                return parser.values
+            case .bad(let line, let reason):
+                read += 1
+                rejected += 1
+                progress.message("\(name):\(line): \(reason)")
+                if options.strict { throw StrictStop() }
+            case .end:
+                bytesBefore += parser.bytesConsumed
+                self.parser = nil
+                fileIndex += 1
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,114 @@
+import Glibc
+import Testing
+
+@Suite struct ImportCommandTests {
+    @Test func exitCodesAllGoodSomeBadAndUnusable() throws {
+        let server = try TestServer()
+        let dir = server.directory
+        let good = file(dir, "good.csv", generatedCSV(2500))
+        var run = try profilectl(["import", good] + server.flags)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("read 2500, written 2500, rejected 0"))
+
+        let mixed = file(dir, "mixed.jsonl", """
+            {"userId":"a","name":"A","portraitUri":"ua"}
+            {"userId":"b","name":"B"}
+            {"userId":"c","name":"C","portraitUri":"uc"}
+
+            """)
+        run = try profilectl(["import", mixed] + server.flags)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("\(mixed):2: no portraitUri field"))
+        #expect(run.stderr.contains("read 3, written 2, rejected 1"))
+        #expect(try server.connect().count() == 2502)
+
+        run = try profilectl(["import", dir + "/missing.csv"] + server.flags)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("cannot open \(dir)/missing.csv"))
+        let badHeader = file(dir, "header.csv", "userId,name,name\n1,a,b\n")
+        run = try profilectl(["import", badHeader] + server.flags)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("\(badHeader):1: the header names 'name' twice"))
+        run = try profilectl(["import", good, "--port", "1"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("cannot connect"))
+    }
+
+    @Test func badFlagsAreOneUsageLineAndExit64() throws {
+        for args in [["import"], ["import", "x.txt"], ["import", "-"], ["import", "a.csv", "--batch", "0"],
+                     ["import", "a.csv", "--frob"], ["get"], ["set", "1", "2"], ["recent", "0"], ["frob"],
+                     ["scan", "--limit", "1001"], ["update", "1"], ["count", "--port", "http"]] {
+            let run = try profilectl(args)
+            #expect(run.status == 64, "\(args)")
+            #expect(run.stderr.split(separator: "\n").count == 1, "\(args): \(run.stderr)")
+            #expect(run.stderr.contains("usage: profilectl"), "\(args)")
+        }
+        let help = try profilectl(["help", "import"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("usage: profilectl import FILE..."))
+        #expect(try profilectl(["scan", "--help"]).stdout.contains("--after ID"))
+    }
+
+    @Test func strictStopsAtTheFirstBadRowWritingNothingOfItsBatch() throws {
+        let server = try TestServer()
+        // Batches of 100: rows u0...u99 go in; the bad row sits in the second batch.
+        let text = generatedCSV(150) + "bad-row-without-fields\n" + generatedCSV(10, from: 1000).dropFirst(24)
+        let path = file(server.directory, "strict.csv", text)
+        let run = try profilectl(["import", path, "--strict", "--batch", "100"] + server.flags)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("\(path):152: missing field"))
+        #expect(run.stderr.contains("read 151, written 100, rejected 1"))
+        let c = try server.connect()
+        #expect(try c.count() == 100)
+        #expect(try c.exists(Array("u99".utf8)))
+        #expect(try !c.exists(Array("u100".utf8)))
+
+        let store = server.directory + "/offline.sqlite3"
+        let offline = try profilectl(["import", path, "--strict", "--batch", "100", "--db", store])
+        #expect(offline.status == 1)
+        #expect(try profilectl(["export", "--db", store]).stdout.split(separator: "\n").count == 100)
+    }
+
+    @Test func offlineImportIsRefusedWhileAServerHoldsTheFile() throws {
+        let server = try TestServer()
+        try server.connect().set(.init(userId: "keep", name: "me", portraitUri: "u"))
+        let before = readText(server.databasePath)
+        let path = file(server.directory, "a.csv", generatedCSV(10))
+        let run = try profilectl(["import", path, "--db", server.databasePath])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("\(server.databasePath) is in use by a running profiled"))
+        #expect(readText(server.databasePath) == before)
+        #expect(try server.connect().count() == 1)
+    }
+
+    @Test func onlineAndOfflineImportsGiveTheSameStoreAndReRunsAreHarmless() throws {
+        let server = try TestServer()
+        let dir = server.directory
+        let csv = file(dir, "a.csv", generatedCSV(3000) + awkwardCSV.split(separator: "\n", maxSplits: 1)[1])
+        let jsonl = file(dir, "b.jsonl", #"{"userId":"u7","name":"replaced","portraitUri":"x","extra":[1]}"# + "\n")
+        for _ in 0..<2 {
+            #expect(try profilectl(["import", csv, jsonl] + server.flags).status == 0)
+        }
+        let store = dir + "/offline.sqlite3"
+        for _ in 0..<2 {
+            #expect(try profilectl(["import", csv, jsonl, "--db", store]).status == 0)
+        }
+        let online = try profilectl(["export"] + server.flags)
+        let offline = try profilectl(["export", "--db", store])
+        #expect(online.status == 0 && offline.status == 0)
+        #expect(online.stdout.split(separator: "\n").count == 3007)
+        #expect(online.stdout == offline.stdout)
+        #expect(online.stdout.contains(#"{"userId":"u7","name":"replaced","portraitUri":"x"}"#))
+        // The write sequence matches too: the newest profile is the last one imported.
+        #expect(try profilectl(["recent", "1"] + server.flags).stdout == "u7  replaced  x\n")
+    }
+
+    @Test func anEmptyImportSaysSo() throws {
+        let server = try TestServer()
+        let path = file(server.directory, "empty.csv", "userId,name,portraitUri\n")
+        let run = try profilectl(["import", path] + server.flags)
+        #expect(run.status == 0)
+        #expect(run.stderr.contains("no rows to import"))
+        #expect(run.stderr.contains("read 0, written 0, rejected 0"))
+    }
+}
