@@ -175,6 +175,7 @@ public final class Server {
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             statistics.currentConnections.add(1, ordering: .relaxed)
             statistics.totalConnections.add(1, ordering: .relaxed)
+            if Log.level <= .debug { Log.debug("connection accepted", ["fd": "\(fd)", "worker": "\(nextWorker)"]) }
             workers[nextWorker].post(.accepted(fd: fd))
             nextWorker = (nextWorker + 1) % workers.count
         }

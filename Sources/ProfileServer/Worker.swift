@@ -321,6 +321,7 @@ final class Worker: @unchecked Sendable {
 
     func close(_ connection: Connection) {
         guard connection.phase != .closed else { return }
+        if Log.level <= .debug { Log.debug("connection closed", ["fd": "\(connection.fd)", "worker": "\(index)"]) }
         connection.releaseResources()
         connections.removeValue(forKey: ObjectIdentifier(connection))
         context.statistics.currentConnections.subtract(1, ordering: .relaxed)
