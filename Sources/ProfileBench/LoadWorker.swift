@@ -225,7 +225,7 @@ final class LoadWorker: @unchecked Sendable {
             input.commit(n)
             parseReplies(connection, now)
             if failure == nil { flush(index) }
-        } else if n == 0 {
+        } else if n == 0 || errno == ECONNRESET {
             var message = "\(plan.endpoint) closed a connection with \(connection.inFlight) requests unanswered"
             if !input.isEmpty { message += "; it last sent \(visible(input.readable))" }
             if let firstError { message += "; first error reply: \(firstError)" }
