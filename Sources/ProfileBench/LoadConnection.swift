@@ -4,22 +4,25 @@ import Glibc
 /// requests in flight in the order their replies will come.
 ///
 /// Used by one thread at a time: the thread that opens it, then the load thread it is handed to.
+///
+/// Its mutable fields are `@exclusivity(unchecked)`: only the owning thread touches them, and
+/// the runtime's dynamic exclusivity checks were a third of the load loop's instructions.
 final class LoadConnection: @unchecked Sendable {
     let fd: Int32
     let output = ByteBuffer(capacity: 1 << 16)
     let input = ByteBuffer(capacity: 1 << 16)
     /// Whether poll also waits for write readiness (only while bytes are left to send).
-    var watchingWrites = false
+    @exclusivity(unchecked) var watchingWrites = false
 
     // The in-flight requests: a ring of statistics slot, ids covered and start time.
-    private var slots: [UInt8]
-    private var keyCounts: [Int32]
-    private var starts: [UInt64]
+    @exclusivity(unchecked) private var slots: [UInt8]
+    @exclusivity(unchecked) private var keyCounts: [Int32]
+    @exclusivity(unchecked) private var starts: [UInt64]
     private let mask: Int
     /// Requests this connection keeps in flight in the current phase (at most the ring's size).
-    var pipeline: Int
-    private var head = 0
-    private(set) var inFlight = 0
+    @exclusivity(unchecked) var pipeline: Int
+    @exclusivity(unchecked) private var head = 0
+    @exclusivity(unchecked) private(set) var inFlight = 0
 
     init(fd: Int32, pipeline: Int, ringSize: Int) {
         self.fd = fd

@@ -50,28 +50,31 @@ struct WorkerPlan: Sendable {
 ///
 /// Used by one thread at a time: the thread that runs it, then (after joining it) the one
 /// that reads its results.
+///
+/// Its mutable fields are `@exclusivity(unchecked)`: only the owning thread touches them, and
+/// the runtime's dynamic exclusivity checks were a third of the load loop's instructions.
 final class LoadWorker: @unchecked Sendable {
     let plan: WorkerPlan
     let connections: [LoadConnection]
     let progress: LiveProgress
-    private(set) var stats = [OperationStats](repeating: OperationStats(), count: preloadSlot + 1)
-    private(set) var failure: String?
-    private(set) var firstError: String?
+    @exclusivity(unchecked) private(set) var stats = [OperationStats](repeating: OperationStats(), count: preloadSlot + 1)
+    @exclusivity(unchecked) private(set) var failure: String?
+    @exclusivity(unchecked) private(set) var firstError: String?
     /// Open loop: requests that were due but never sent because every connection was full.
-    private(set) var lateRequests = 0
-    private(set) var startedAt: UInt64 = 0
-    private(set) var finishedAt: UInt64 = 0
+    @exclusivity(unchecked) private(set) var lateRequests = 0
+    @exclusivity(unchecked) private(set) var startedAt: UInt64 = 0
+    @exclusivity(unchecked) private(set) var finishedAt: UInt64 = 0
 
-    private var random: RandomSource
+    @exclusivity(unchecked) private var random: RandomSource
     private let zipf: ZipfSampler?
-    private var issued = 0
-    private var outstanding = 0
-    private var stopping = false
-    private var nextPreload = 0
-    private var pollSet: [pollfd]
-    private var publishedReplies = 0
-    private var publishedErrors = 0
-    private var roundRobin = 0
+    @exclusivity(unchecked) private var issued = 0
+    @exclusivity(unchecked) private var outstanding = 0
+    @exclusivity(unchecked) private var stopping = false
+    @exclusivity(unchecked) private var nextPreload = 0
+    @exclusivity(unchecked) private var pollSet: [pollfd]
+    @exclusivity(unchecked) private var publishedReplies = 0
+    @exclusivity(unchecked) private var publishedErrors = 0
+    @exclusivity(unchecked) private var roundRobin = 0
 
     init(plan: WorkerPlan, connections: [LoadConnection], progress: LiveProgress) {
         self.plan = plan
