@@ -55,7 +55,7 @@ public enum LoadTest {
             let connection = LoadConnection(fd: fd, pipeline: options.pipeline, ringSize: ringSize)
             if options.token != nil {
                 writer.auth(to: connection.output)
-                _ = try blockingRoundTrip(fd, connection.output, options.target, expecting: .auth, endpoint: endpoint)
+                try blockingRoundTrip(fd, connection.output, options.target, expecting: .auth, endpoint: endpoint)
             }
             makeNonBlocking(fd)
             connections.append(connection)

@@ -73,7 +73,7 @@ func makeNonBlocking(_ fd: Int32) {
 /// Sends everything in `buffer` and reads one reply to `expecting`, blocking; for AUTH
 /// before the load starts.
 func blockingRoundTrip(_ fd: Int32, _ buffer: ByteBuffer, _ target: TargetProtocol, expecting: ExpectedReply,
-                       endpoint: String) throws(BenchFailure) -> Reply {
+                       endpoint: String) throws(BenchFailure) {
     while !buffer.isEmpty {
         let n = send(fd, buffer.readable.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
         if n < 0 && errno == EINTR { continue }
@@ -87,7 +87,7 @@ func blockingRoundTrip(_ fd: Int32, _ buffer: ByteBuffer, _ target: TargetProtoc
                 throw BenchFailure("\(endpoint) refused AUTH: \(visible(buffer.readable))")
             }
             buffer.consume(reply.length)
-            return reply
+            return
         case .garbage(let message):
             throw BenchFailure("\(endpoint) answered garbage: \(message)")
         case .incomplete:

@@ -46,6 +46,29 @@ struct EndToEndTests {
         #expect(result.total.hits == 0, "nothing was preloaded")
     }
 
+    @Test func aTokenAuthenticatesEveryConnection() throws {
+        let directory = try makeTemporaryDirectory()
+        let tokens = directory + "/tokens"
+        let file = fopen(tokens, "w")!
+        fputs("read reader-token\n", file)
+        fclose(file)
+        let server = try TestServer(["--threads", "1", "--tokens", tokens], directory: directory)
+        defer { server.stop() }
+        var options = BenchOptions()
+        options.port = server.port
+        options.connections = 2
+        options.requests = 100
+        options.token = "reader-token"
+        #expect(try LoadTest.run(options).succeeded)
+        options.token = "wrong"
+        #expect(throws: BenchFailure.self) { try LoadTest.run(options) }
+        do {
+            _ = try LoadTest.run(options)
+        } catch {
+            #expect(error.message.hasPrefix("profiled://127.0.0.1:\(server.port) refused AUTH: \"ERROR DENIED"), "\(error.message)")
+        }
+    }
+
     @Test func aRefusedConnectionIsReported() throws {
         var options = BenchOptions()
         options.port = try unusedPort()

@@ -84,7 +84,9 @@ func executable(_ name: String) -> String {
 }
 
 func makeTemporaryDirectory() throws -> String {
-    var template = Array("/tmp/profiled-test-XXXXXX".utf8CString)
+    // $TMPDIR when set, else the C library's temporary directory.
+    let base = getenv("TMPDIR").map { String(cString: $0) } ?? P_tmpdir
+    var template = Array((base + "/profiled-test-XXXXXX").utf8CString)
     guard let result = mkdtemp(&template) else { throw TestFailure("mkdtemp failed") }
     return String(cString: result)
 }
