@@ -1,0 +1,200 @@
+/// How ids are drawn from the key space.
+public enum KeyDistribution: Sendable, Equatable, CustomStringConvertible {
+    case uniform
+    /// Rank k (id k-1) with probability proportional to 1/k^s.
+    case zipf(exponent: Double)
+
+    public var description: String {
+        switch self {
+        case .uniform: "uniform"
+        case .zipf(let s): "zipf:\(s)"
+        }
+    }
+}
+
+/// Everything one profilebench run does, from its command line.
+///
+/// A plain value: any thread may read it.
+public struct BenchOptions: Sendable {
+    public var target: TargetProtocol = .profiled
+    public var host = "127.0.0.1"
+    /// nil: the target protocol's usual port.
+    public var port: UInt16? = nil
+    public var unixPath: String? = nil
+    public var token: String? = nil
+    public var connections = 50
+    public var pipeline = 1
+    public var threads = 1
+    public var durationSeconds = 10.0
+    /// When set, the run ends after this many requests instead of after `durationSeconds`.
+    public var requests: Int? = nil
+    public var keys = 100_000
+    public var distribution = KeyDistribution.uniform
+    public var mix = OperationMix([(.get, 100)])
+    public var mgetSize = 16
+    public var missRatio = 0.0
+    public var preload = false
+    /// Requests per second over all connections (open loop); nil: closed loop.
+    public var rate: Int? = nil
+    public var valueSize = 100
+    public var json = false
+    public var seed: UInt64 = 1
+
+    public init() {}
+
+    public var endpointDescription: String {
+        if let unixPath { return "\(target)://unix:\(unixPath)" }
+        return "\(target)://\(host):\(port ?? target.defaultPort)"
+    }
+}
+
+public let usageLine = "usage: profilebench [--target profiled|memcached|redis://HOST:PORT] [--host H] [--port N] [--unix PATH] "
+    + "[--token T] [--conns N] [--pipeline N] [--threads N] [--duration S | --requests N] [--keys N] "
+    + "[--dist uniform|zipf[:s]] [--mix get=90,set=10] [--mget-size N] [--miss-ratio R] [--preload] "
+    + "[--rate N] [--value-size N] [--seed N] [--json]"
+
+public let helpText = """
+usage: profilebench [options]
+Drives a running profiled (or memcached, or Redis) on loopback and reports per operation
+requests/s, errors and latency percentiles, and the harness's own CPU use.
+  --target URL        profiled://HOST:PORT (default 127.0.0.1:7711), memcached://HOST:PORT,
+                      or redis://HOST:PORT; a bare profiled, memcached or redis takes the usual port
+  --host HOST         address to connect to (default 127.0.0.1)
+  --port N            port to connect to
+  --unix PATH         connect to a Unix domain socket instead
+  --token T           AUTH with this token on every connection (profiled, redis)
+  --conns N           connections (default 50), spread over the threads
+  --pipeline N        requests in flight per connection (default 1)
+  --threads N         load threads (default 1)
+  --duration S        seconds to run (default 10)
+  --requests N        stop after N requests instead
+  --keys N            ids in the key space (default 100000)
+  --dist D            uniform (default) or zipf[:s] (s defaults to 0.99)
+  --mix M             operations and weights (default get=100); operations: get, mget, set,
+                      update, del, exists (memcached: get, mget, set, del; redis: no update)
+  --mget-size N       ids per mget (default 16)
+  --miss-ratio R      share of looked-up ids that do not exist, 0 to 1 (default 0)
+  --preload           write the whole key space first (MSET batches) and report its rate
+  --rate N            open loop: N requests/s in total, latency measured from when each
+                      request was due (no coordinated omission); default: closed loop
+  --value-size N      bytes of name plus portraitUri, or of the memcached/Redis value (default 100)
+  --seed N            seed of the id and operation choices (default 1)
+  --json              print one JSON object instead of the table
+  --help              show this help
+Exit status: 0 when every request was answered without an error reply, 1 when the server
+refused, closed, answered garbage or sent error replies, 64 for a bad command line.
+"""
+
+/// What the command line asks for.
+public enum BenchCommand: Sendable {
+    case run(BenchOptions)
+    case help
+}
+
+extension BenchOptions {
+    /// Parses profilebench's flags (`--flag value` or `--flag=value`) and checks they fit together.
+    public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand {
+        var options = BenchOptions()
+        var index = 0
+        while index < arguments.count {
+            var flag = arguments[index]
+            var inlineValue: String? = nil
+            if flag.hasPrefix("--"), let eq = flag.firstIndex(of: "=") {
+                inlineValue = String(flag[flag.index(after: eq)...])
+                flag = String(flag[..<eq])
+            }
+            index += 1
+            func value() throws(UsageError) -> String {
+                if let inlineValue { return inlineValue }
+                guard index < arguments.count else { throw UsageError("\(flag) needs a value") }
+                index += 1
+                return arguments[index - 1]
+            }
+            func number(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
+                let text = try value()
+                guard let n = Int(text), range.contains(n) else {
+                    throw UsageError("\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+                }
+                return n
+            }
+            func fraction(_ range: ClosedRange<Double>) throws(UsageError) -> Double {
+                let text = try value()
+                guard let x = Double(text), range.contains(x) else {
+                    throw UsageError("\(flag) takes a number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+                }
+                return x
+            }
+            func noValue() throws(UsageError) {
+                if inlineValue != nil { throw UsageError("\(flag) takes no value") }
+            }
+            switch flag {
+            case "--target": try options.setTarget(try value())
+            case "--host":
+                let host = try value()
+                guard !host.isEmpty else { throw UsageError("--host needs an address") }
+                options.host = host
+            case "--port": options.port = UInt16(try number(1...65535))
+            case "--unix":
+                let path = try value()
+                guard !path.isEmpty else { throw UsageError("--unix needs a path") }
+                options.unixPath = path
+            case "--token": options.token = try value()
+            case "--conns": options.connections = try number(1...10_000)
+            case "--pipeline": options.pipeline = try number(1...4096)
+            case "--threads": options.threads = try number(1...64)
+            case "--duration": options.durationSeconds = try fraction(0.1...86_400)
+            case "--requests": options.requests = try number(1...1_000_000_000_000)
+            case "--keys": options.keys = try number(1...1_000_000_000)
+            case "--dist": options.distribution = try parseDistribution(try value())
+            case "--mix": options.mix = try OperationMix.parse(try value())
+            case "--mget-size": options.mgetSize = try number(1...1000)
+            case "--miss-ratio": options.missRatio = try fraction(0...1)
+            case "--preload": try noValue(); options.preload = true
+            case "--rate": options.rate = try number(1...100_000_000)
+            case "--value-size": options.valueSize = try number(2...2304)
+            case "--seed": options.seed = UInt64(try number(0...Int.max))
+            case "--json": try noValue(); options.json = true
+            case "--help", "-h": return .help
+            default: throw UsageError("unknown option '\(flag)'")
+            }
+        }
+        try options.check()
+        return .run(options)
+    }
+
+    private mutating func setTarget(_ text: String) throws(UsageError) {
+        let parts = text.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let target = TargetProtocol(rawValue: String(parts[0])) else {
+            throw UsageError("--target: '\(text)' is not profiled://HOST:PORT, memcached://HOST:PORT or redis://HOST:PORT")
+        }
+        self.target = target
+        guard parts.count == 2 else { return }
+        let address = parts[1]
+        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]), port > 0,
+              colon > address.startIndex else {
+            throw UsageError("--target: '\(text)' needs HOST:PORT after \(target)://")
+        }
+        host = String(address[..<colon])
+        self.port = port
+    }
+
+    private static func parseDistribution(_ text: String) throws(UsageError) -> KeyDistribution {
+        if text == "uniform" { return .uniform }
+        if text == "zipf" { return .zipf(exponent: 0.99) }
+        if text.hasPrefix("zipf:"), let s = Double(text.dropFirst(5)), s > 0, s <= 10 {
+            return .zipf(exponent: s)
+        }
+        throw UsageError("--dist takes uniform, zipf or zipf:s with 0 < s <= 10, not '\(text)'")
+    }
+
+    private func check() throws(UsageError) {
+        for entry in mix.weights where !target.supports(entry.operation) {
+            throw UsageError("--mix: \(target) has no \(entry.operation)")
+        }
+        if token != nil && target == .memcached { throw UsageError("--token: memcached's text protocol has no AUTH") }
+        if threads > connections { throw UsageError("--threads \(threads) needs at least as many --conns") }
+        if target == .profiled && mgetSize * (2 + KeySpace(keys: keys, valueSize: valueSize).idLength) > 60_000 {
+            throw UsageError("--mget-size \(mgetSize) ids do not fit in one request line")
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import Testing
+@testable import ProfileBench
+
+@Suite("Command line")
+struct BenchOptionsTests {
+    func options(_ arguments: [String]) throws -> BenchOptions {
+        guard case .run(let options) = try BenchOptions.parse(arguments) else { throw UsageError("not a run") }
+        return options
+    }
+
+    @Test func defaultsDriveProfiledOnLoopback() throws {
+        let o = try options([])
+        #expect(o.target == .profiled)
+        #expect(o.endpointDescription == "profiled://127.0.0.1:7711")
+        #expect(o.connections == 50 && o.pipeline == 1 && o.threads == 1)
+        #expect(o.mix == OperationMix([(.get, 100)]))
+        #expect(o.rate == nil && o.requests == nil && !o.preload && !o.json)
+    }
+
+    @Test func everyFlagIsRead() throws {
+        let o = try options(["--host", "localhost", "--port=7800", "--token", "t", "--conns", "8", "--pipeline", "16",
+                             "--threads", "2", "--requests", "1000", "--keys", "500", "--dist", "zipf:1.2",
+                             "--mix", "get=90,set=10", "--mget-size", "4", "--miss-ratio", "0.25", "--preload",
+                             "--rate", "5000", "--value-size", "64", "--seed", "9", "--json"])
+        #expect(o.endpointDescription == "profiled://localhost:7800")
+        #expect(o.token == "t" && o.connections == 8 && o.pipeline == 16 && o.threads == 2)
+        #expect(o.requests == 1000 && o.keys == 500 && o.distribution == .zipf(exponent: 1.2))
+        #expect(o.mix == OperationMix([(.get, 90), (.set, 10)]))
+        #expect(o.mgetSize == 4 && o.missRatio == 0.25 && o.preload && o.rate == 5000)
+        #expect(o.valueSize == 64 && o.seed == 9 && o.json)
+        #expect(try options(["--dist", "zipf"]).distribution == .zipf(exponent: 0.99))
+        #expect(try options(["--unix", "/run/p.sock"]).endpointDescription == "profiled://unix:/run/p.sock")
+    }
+
+    @Test func targetsNameProtocolAndAddress() throws {
+        let memcached = try options(["--target", "memcached://127.0.0.1:11311"])
+        #expect(memcached.target == .memcached && memcached.port == 11311)
+        let redis = try options(["--target", "redis"])
+        #expect(redis.endpointDescription == "redis://127.0.0.1:6379")
+    }
+
+    @Test(arguments: [
+        (["--frob"], "unknown option '--frob'"),
+        (["--conns"], "--conns needs a value"),
+        (["--conns", "0"], "--conns takes a whole number from 1 to 10000, not '0'"),
+        (["--miss-ratio", "2"], "--miss-ratio takes a number from 0.0 to 1.0, not '2'"),
+        (["--dist", "normal"], "--dist takes uniform, zipf or zipf:s with 0 < s <= 10, not 'normal'"),
+        (["--target", "http://x:1"], "--target: 'http://x:1' is not profiled://HOST:PORT, memcached://HOST:PORT or redis://HOST:PORT"),
+        (["--target", "redis://nohost"], "--target: 'redis://nohost' needs HOST:PORT after redis://"),
+        (["--target", "memcached", "--mix", "get=1,exists=1"], "--mix: memcached has no exists"),
+        (["--target", "redis", "--mix", "update=1"], "--mix: redis has no update"),
+        (["--target", "memcached", "--token", "x"], "--token: memcached's text protocol has no AUTH"),
+        (["--threads", "4", "--conns", "2"], "--threads 4 needs at least as many --conns"),
+        (["--preload=yes"], "--preload takes no value"),
+        (["--mix", "get=1,get=1"], "--mix: get is listed twice"),
+    ])
+    func badCommandLinesSayWhatIsWrong(arguments: [String], message: String) {
+        #expect(throws: UsageError(message)) { try BenchOptions.parse(arguments) }
+    }
+}
+
+@Suite("Requests")
+struct RequestWriterTests {
+    func written(_ target: TargetProtocol, _ build: (RequestWriter, ByteBuffer) -> Void) -> String {
+        let writer = RequestWriter(target: target, space: KeySpace(keys: 1000, valueSize: 10), token: Array("s3cret".utf8))
+        let out = ByteBuffer(capacity: 8)
+        build(writer, out)
+        return String(decoding: out.readable, as: UTF8.self)
+    }
+
+    @Test func idsAndValuesHaveTheirSizes() {
+        let space = KeySpace(keys: 1000, valueSize: 100)
+        #expect(space.id(7) == "u00000007")
+        #expect(space.id(999, missing: true) == "x00000999")
+        #expect(space.name.count + space.portraitUri.count == 100)
+        #expect(space.value.count == 100)
+        #expect(KeySpace(keys: 1_000_000_000, valueSize: 2).id(999_999_999) == "u999999999")
+    }
+
+    @Test func profiledRequests() {
+        #expect(written(.profiled) { $0.lookup(7, missing: false, to: $1) } == "GET u00000007\n")
+        #expect(written(.profiled) { w, out in
+            w.beginMultiLookup(count: 2, to: out)
+            w.multiLookupKey(1, missing: false, to: out)
+            w.multiLookupKey(2, missing: true, to: out)
+            w.endMultiLookup(to: out)
+        } == "MGET u00000001 x00000002\n")
+        #expect(written(.profiled) { $0.set(3, to: $1) } == "SET u00000003 Na https://\n")
+        #expect(written(.profiled) { $0.batchSet(1..<3, to: $1) } == "MSET u00000001 Na https:// u00000002 Na https://\n")
+        #expect(written(.profiled) { $0.update(3, missing: false, to: $1) } == "UPDATE u00000003 name Na\n")
+        #expect(written(.profiled) { $0.delete(3, missing: false, to: $1) } == "DEL u00000003\n")
+        #expect(written(.profiled) { $0.exists(3, missing: true, to: $1) } == "EXISTS x00000003\n")
+        #expect(written(.profiled) { $0.auth(to: $1) } == "AUTH s3cret\n")
+    }
+
+    @Test func memcachedRequests() {
+        #expect(written(.memcached) { $0.lookup(7, missing: false, to: $1) } == "get u00000007\r\n")
+        #expect(written(.memcached) { w, out in
+            w.beginMultiLookup(count: 2, to: out)
+            w.multiLookupKey(1, missing: false, to: out)
+            w.multiLookupKey(2, missing: false, to: out)
+            w.endMultiLookup(to: out)
+        } == "get u00000001 u00000002\r\n")
+        #expect(written(.memcached) { $0.set(3, to: $1) } == "set u00000003 0 0 10\r\nNahttps://\r\n")
+        #expect(written(.memcached) { $0.delete(3, missing: false, to: $1) } == "delete u00000003\r\n")
+    }
+
+    @Test func redisRequests() {
+        #expect(written(.redis) { $0.lookup(7, missing: false, to: $1) } == "*2\r\n$3\r\nGET\r\n$9\r\nu00000007\r\n")
+        #expect(written(.redis) { w, out in
+            w.beginMultiLookup(count: 2, to: out)
+            w.multiLookupKey(1, missing: false, to: out)
+            w.multiLookupKey(2, missing: false, to: out)
+            w.endMultiLookup(to: out)
+        } == "*3\r\n$4\r\nMGET\r\n$9\r\nu00000001\r\n$9\r\nu00000002\r\n")
+        #expect(written(.redis) { $0.set(3, to: $1) } == "*3\r\n$3\r\nSET\r\n$9\r\nu00000003\r\n$10\r\nNahttps://\r\n")
+        #expect(written(.redis) { $0.batchSet(1..<2, to: $1) } == "*3\r\n$4\r\nMSET\r\n$9\r\nu00000001\r\n$10\r\nNahttps://\r\n")
+        #expect(written(.redis) { $0.auth(to: $1) } == "*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n")
+    }
+}

@@ -1,0 +1,147 @@
+import Glibc
+import ProfileClient
+import Testing
+
+/// A profiled process started from the built executable, on a free port and a throw-away
+/// store, for black-box tests that talk to it as a client would.
+final class TestServer {
+    let directory: String
+    let databasePath: String
+    let logPath: String
+    let arguments: [String]
+    private(set) var pid: pid_t = 0
+    private(set) var port: UInt16 = 0
+    var endpoint: Endpoint { .tcp(host: "127.0.0.1", port: port) }
+
+    /// Starts profiled with `arguments` (plus `--port 0 --db <temp>` unless given) and waits
+    /// until it logs where it listens.
+    init(_ arguments: [String] = [], directory: String? = nil, environment: [String: String] = [:]) throws {
+        self.directory = try directory ?? makeTemporaryDirectory()
+        databasePath = self.directory + "/profiles.sqlite3"
+        logPath = self.directory + "/profiled-\(UInt32.random(in: 0...UInt32.max)).log"
+        var args = arguments
+        if !args.contains("--port") { args += ["--port", "0"] }
+        if !args.contains("--db") && environment.isEmpty { args += ["--db", databasePath] }
+        self.arguments = args
+        try start(environment: environment)
+    }
+
+    /// (Re)starts the process with the same arguments and store.
+    func start(environment: [String: String] = [:]) throws {
+        let logSoFar = readText(logPath).utf8.count
+        pid = try spawn(executable("profiled"), args: arguments, stderrPath: logPath, environment: environment)
+        port = try waitForListening(after: logSoFar)
+    }
+
+    /// Waits for this run's `listening` line: the log also holds earlier runs' lines.
+    private func waitForListening(after offset: Int) throws -> UInt16 {
+        for _ in 0..<2000 {
+            let log = String(decoding: readText(logPath).utf8.dropFirst(offset), as: UTF8.self)
+            for line in log.split(separator: "\n") where line.contains("msg=listening") && !line.contains("addr=unix:") {
+                let digits = line.reversed().prefix { $0.isNumber }
+                if let port = UInt16(String(digits.reversed())) { return port }
+            }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                pid = 0
+                throw TestFailure("profiled exited early: \(log)")
+            }
+            usleep(5000)
+        }
+        throw TestFailure("profiled did not start listening: \(readText(logPath))")
+    }
+
+    func connect() throws -> ProfileConnection { try ProfileConnection(endpoint, timeoutSeconds: 20) }
+
+    /// Sends a signal and waits for the exit; returns the wait status.
+    @discardableResult
+    func stop(signal: Int32 = SIGTERM) -> Int32 {
+        guard pid > 0 else { return -1 }
+        kill(pid, signal)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        pid = 0
+        return status
+    }
+
+    deinit {
+        if pid > 0 { stop(signal: SIGKILL) }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The directory holding the built executables (next to the test bundle).
+func executable(_ name: String) -> String {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    let path = String(decoding: buffer[0..<max(0, n)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+    return directory + "/" + name
+}
+
+func makeTemporaryDirectory() throws -> String {
+    // $TMPDIR when set, else the C library's temporary directory.
+    let base = getenv("TMPDIR").map { String(cString: $0) } ?? P_tmpdir
+    var template = Array((base + "/profiled-test-XXXXXX").utf8CString)
+    guard let result = mkdtemp(&template) else { throw TestFailure("mkdtemp failed") }
+    return String(cString: result)
+}
+
+func readText(_ path: String) -> String {
+    guard let file = fopen(path, "r") else { return "" }
+    defer { fclose(file) }
+    var result: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&chunk, 1, chunk.count, file)
+        if n <= 0 { break }
+        result.append(contentsOf: chunk[0..<n])
+    }
+    return String(decoding: result, as: UTF8.self)
+}
+
+/// Starts `path` with `args`, stdin from /dev/null, stdout and stderr appended to `stderrPath`.
+func spawn(_ path: String, args: [String], stderrPath: String, environment: [String: String] = [:]) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stderrPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    var env: [String] = []
+    if environment.isEmpty {
+        var p = environ
+        while let entry = p.pointee {
+            env.append(String(cString: entry))
+            p += 1
+        }
+    } else {
+        env = ["PATH=/usr/bin:/bin"] + environment.map { "\($0.key)=\($0.value)" }
+    }
+    let argv = ([path] + args).map { strdup($0) } + [nil]
+    let envp = env.map { strdup($0) } + [nil]
+    defer {
+        argv.forEach { free($0) }
+        envp.forEach { free($0) }
+    }
+    // The test runner's threads may block or ignore signals; the child must start clean.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for s in [SIGTERM, SIGINT, SIGPIPE, SIGHUP] { sigaddset(&defaults, s) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+    guard rc == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(rc)))") }
+    return pid
+}
