@@ -185,27 +185,31 @@ extension Worker {
             appendAbsent(userId, exists: exists, connection)
         case .miss(let ticket):
             counters.cacheMisses += 1
+            try beginReadTransaction()
             try reader!.lookup(userId) { row in
-                    guard let row else {
-                        context.cache.fill(userId, reply: nil, ticket: ticket)
-                        counters.getMisses += 1
-                        appendAbsent(userId, exists: exists, connection)
-                        return
-                    }
-                    counters.getHits += 1
-                    // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
-                    let count = ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
-                    reserve(count, connection)
-                    let written = ReplyEncoder.writeValueLine(userId: row.userId, name: row.name,
-                                                              portraitUri: row.portraitUri, to: out.end)
-                    context.cache.fill(userId, reply: UnsafeRawBufferPointer(start: out.end, count: written), ticket: ticket)
-                    if exists {
-                        reserve(4, connection)
-                        out.append("YES\n")
-                    } else {
-                        out.count += written
-                    }
+                let mayFill = snapshotIsCurrent
+                guard let row else {
+                    if mayFill { context.cache.fill(userId, reply: nil, ticket: ticket) }
+                    counters.getMisses += 1
+                    appendAbsent(userId, exists: exists, connection)
+                    return
                 }
+                counters.getHits += 1
+                // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
+                let count = ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
+                reserve(count, connection)
+                let written = ReplyEncoder.writeValueLine(userId: row.userId, name: row.name,
+                                                          portraitUri: row.portraitUri, to: out.end)
+                if mayFill {
+                    context.cache.fill(userId, reply: UnsafeRawBufferPointer(start: out.end, count: written), ticket: ticket)
+                }
+                if exists {
+                    reserve(4, connection)
+                    out.append("YES\n")
+                } else {
+                    out.count += written
+                }
+            }
         }
     }
 

@@ -42,6 +42,10 @@ final class Worker: @unchecked Sendable {
     var passStart = 0
     var passVerbCounts = [Int](repeating: 0, count: Verb.allCases.count)
     var passAnswered = false
+    /// Cache misses in one pass share one read transaction; `snapshotBatches` is the writer's
+    /// publish count read before it began (see `WriteCoordinator.publishedBatches`).
+    var readTransactionOpen = false
+    var snapshotBatches = 0
 
     init(index: Int, context: ServerContext) throws(SystemError) {
         self.index = index
@@ -231,6 +235,7 @@ final class Worker: @unchecked Sendable {
     /// Ends a pass over a connection: hand writes to the writer, publish counters, send
     /// replies, and decide what to wait for next.
     func finishPass(_ connection: Connection) {
+        endReadTransaction()
         if !jobs.isEmpty {
             context.writer.submit(jobs)
             jobs.removeAll(keepingCapacity: true)
@@ -254,6 +259,27 @@ final class Worker: @unchecked Sendable {
             return
         }
         updateInterest(connection)
+    }
+
+    /// Opens the pass's read transaction if it is not open yet.
+    func beginReadTransaction() throws {
+        guard !readTransactionOpen else { return }
+        snapshotBatches = context.writer.publishedBatches.load(ordering: .acquiring)
+        try reader!.beginRead()
+        readTransactionOpen = true
+    }
+
+    /// Ends the pass's read transaction: the next pass must see every commit answered by then.
+    func endReadTransaction() {
+        guard readTransactionOpen else { return }
+        reader!.endRead()
+        readTransactionOpen = false
+    }
+
+    /// Whether values read in this pass's snapshot may go into the cache: no commit was
+    /// published since the snapshot began.
+    var snapshotIsCurrent: Bool {
+        context.writer.publishedBatches.load(ordering: .acquiring) == snapshotBatches
     }
 
     private func recordPassLatency() {

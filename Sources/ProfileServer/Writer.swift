@@ -2,6 +2,7 @@ import Glibc
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
+import Synchronization
 
 /// The single writer: group commit for every write the server accepts.
 ///
@@ -19,6 +20,10 @@ final class WriteCoordinator: @unchecked Sendable {
     /// Encodes VALUE lines for the cache; used on the writer thread only.
     private let scratch: UnsafeMutableRawPointer
     private let scratchCapacity = 65536
+    /// Counts batches published: bumped after a commit's values are in the cache and before
+    /// anyone is answered. A reader whose snapshot began before a bump may hold older values,
+    /// so it must not put them into the cache.
+    let publishedBatches = Atomic<Int>(0)
 
     init(store: any ProfileStore, cache: ProfileCache, statistics: ServerStatistics) {
         self.store = store
@@ -79,6 +84,7 @@ final class WriteCoordinator: @unchecked Sendable {
                 for job in batch { try apply(job, writer: writer) }
             }
             for job in batch { publish(job) }
+            publishedBatches.add(1, ordering: .releasing)
         } catch {
             let reason = oneLine("\(error)")
             Log.warn("write failed; nothing of it was committed", ["jobs": "\(batch.count)", "error": reason])

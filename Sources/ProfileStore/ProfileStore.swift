@@ -32,6 +32,12 @@ public protocol ProfileReader: AnyObject {
     /// byte order, ascending. An empty `after` starts at the beginning; a
     /// `limit` that is not positive gives none.
     func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws
+    /// Opens a read transaction: every read until `endRead` sees the store as it was at the
+    /// first of them. One transaction for many reads saves taking and releasing the read
+    /// locks for each; a caller that must see newer commits ends it first.
+    func beginRead() throws
+    /// Ends the read transaction `beginRead` opened.
+    func endRead()
 }
 
 /// Writes profiles.

@@ -10,6 +10,8 @@ final class SQLiteProfileReader: ProfileReader {
     private let countStatement: Statement
     private let recentStatement: Statement
     private let scanStatement: Statement
+    private let beginStatement: Statement
+    private let endStatement: Statement
 
     init(file: StoreFile) throws(StoreError) {
         let connection = try Connection(file: file)
@@ -28,6 +30,8 @@ final class SQLiteProfileReader: ProfileReader {
             "SELECT user_id, name, portrait_uri FROM profiles ORDER BY seq DESC LIMIT ?1")
         scanStatement = try Statement(connection,
             "SELECT user_id, name, portrait_uri FROM profiles WHERE user_id > ?1 ORDER BY user_id LIMIT ?2")
+        beginStatement = try Statement(connection, "BEGIN")
+        endStatement = try Statement(connection, "COMMIT")
     }
 
     static let mapBytes = 1 << 30
@@ -38,6 +42,18 @@ final class SQLiteProfileReader: ProfileReader {
         defer { statement.reset() }
         try statement.bind(1, userId)
         return try body(statement.step() ? statement.profileRow : nil)
+    }
+
+    func beginRead() throws {
+        defer { beginStatement.reset() }
+        _ = try beginStatement.step()
+    }
+
+    func endRead() {
+        // Ending a read-only transaction cannot lose anything; a failure leaves it to the
+        // next BEGIN to report.
+        _ = try? endStatement.step()
+        endStatement.reset()
     }
 
     func count() throws -> Int {

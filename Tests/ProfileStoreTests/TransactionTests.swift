@@ -74,6 +74,26 @@ private struct Abort: Error {}
         #expect(try store.makeReader().recent(10) == ["after", "outer"])
     }
 
+    @Test func aReadTransactionKeepsOneSnapshotUntilItEnds() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let reader = try store.makeReader()
+        let writer = try store.makeWriter()
+        try writer.upsert(Profile("1", "old", ""))
+
+        try reader.beginRead()
+        #expect(try reader.get("1") == Profile("1", "old", ""))
+        try writer.upsert(Profile("1", "new", ""))
+        try writer.upsert(Profile("2", "two", ""))
+        // Inside the transaction the reader still sees the store as it first read it.
+        #expect(try reader.get("1") == Profile("1", "old", ""))
+        #expect(try reader.get("2") == nil)
+        #expect(try reader.count() == 1)
+        reader.endRead()
+
+        #expect(try reader.get("1") == Profile("1", "new", ""))
+        #expect(try reader.count() == 2)
+    }
+
     @Test func aReaderSeesCommitsMadeAfterItOpened() throws {
         let store = try openStore(directory.file("profiles.sqlite3"))
         let reader = try store.makeReader()
