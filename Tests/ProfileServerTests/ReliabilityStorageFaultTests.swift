@@ -87,8 +87,12 @@ import Testing
         try c.set(Profile(userId: "kept", name: "before", portraitUri: "k"))
         acknowledged["kept"] = "before"
 
+        // Full, then 512 KiB given back: a few batches commit before one runs out of room.
         let filler = mountPoint + "/filler"
         fillFilesystem(with: filler)
+        var status = stat()
+        stat(filler, &status)
+        truncate(filler, max(0, status.st_size - (512 << 10)))
 
         // Writes of about 50 KB each until the store runs out of room; the bound is far beyond
         // what 4 MiB can hold.
@@ -108,16 +112,21 @@ import Testing
         }
         #expect(!failedIds.isEmpty, "the store never ran out of room")
         print("reliability full disk: \(acknowledged.count) profiles acknowledged before SQLITE_FULL")
-        // Still full: a small write fails too, and reads go on.
-        #expect(try c.roundTrip("SET kept after k\n").hasPrefix("ERROR STORE "))
-        #expect(try c.get(Array("kept".utf8))?.name == Array("before".utf8))
+        // A small write may still fit; either way the reply tells the truth, and reads go on.
+        let small = try c.roundTrip("SET kept after k\n")
+        if small == "STORED" {
+            acknowledged["kept"] = "after"
+        } else {
+            #expect(small.hasPrefix("ERROR STORE "), "\(small)")
+        }
+        #expect(try c.get(Array("kept".utf8)).map { String(decoding: $0.name, as: UTF8.self) } == acknowledged["kept"])
         for id in failedIds.prefix(3) { #expect(try c.exists(Array(id.utf8)) == false) }
         #expect(try c.count() == acknowledged.count)
 
         // Room again: the same server and connection write, no restart.
         unlink(filler)
-        try c.set(Profile(userId: "kept", name: "after", portraitUri: "k"))
-        acknowledged["kept"] = "after"
+        try c.set(Profile(userId: "kept", name: "again", portraitUri: "k"))
+        acknowledged["kept"] = "again"
         #expect(try c.mset(failedIds.map { Profile(userId: $0, name: "retried", portraitUri: "r") }) == failedIds.count)
         for id in failedIds { acknowledged[id] = "retried" }
 
