@@ -277,7 +277,7 @@ final class History: @unchecked Sendable {
         let pid = server.pid
         let models = self.models
         let clock = self.clock
-        let signalledAt = Mutex<Double>(0)
+        let signalledAt = Locked<Double>(0)
         onThreads(models.count + 1) { i in
             if i < models.count {
                 models[i].write(to: endpoint, clock: clock, seed: seed &+ UInt64(i))

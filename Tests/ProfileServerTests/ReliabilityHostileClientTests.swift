@@ -27,7 +27,7 @@ import Testing
         let storm = reliabilityFull ? 20_000 : 5000
         let noisy = reliabilityFull ? 1000 : 50
         let slowDone = Tally()
-        let slowFailures = Mutex<[String]>([])
+        let slowFailures = Locked<[String]>([])
         let attacks: [(String, @Sendable () throws -> Void)] = [
             ("\(connections) connections at once", { try manyConnections(endpoint, count: connections) }),
             ("a 50 MB line without a newline", { try hugeLine(endpoint, megabytes: 50) }),
@@ -66,8 +66,8 @@ import Testing
         #expect(try c.get(Array("user-7".utf8))?.name == Array("Name 7".utf8))
         let resident = residentKiB(of: server.pid) ?? Int.max
         print("reliability hostile: resident after all attacks \(resident / 1024) MiB (bound \(Self.residentBoundKiB / 1024) MiB)")
-        #expect(resident < Self.residentBoundKiB)
-        #expect(exitCode(server.stop()) == 0)
+        #expect(underSanitizer || resident < Self.residentBoundKiB)
+        #expect(exitCode(server.stop()) == 0, "\(server.log.suffix(4000))")
     }
 }
 
@@ -78,7 +78,7 @@ final class Figures: @unchecked Sendable {
 
     func run(_ name: String, endpoint: Endpoint, pid: pid_t, _ attack: @escaping @Sendable () throws -> Void) {
         let done = Atomic<Bool>(false)
-        let outcome = Mutex<(slowest: Double, pings: Int, peakKiB: Int, error: String?)>((0, 0, 0, nil))
+        let outcome = Locked<(slowest: Double, pings: Int, peakKiB: Int, error: String?)>((0, 0, 0, nil))
         onThreads(2) { i in
             if i == 0 {
                 do { try attack() } catch { outcome.withLock { $0.error = "\(name): \(error)" } }
@@ -104,6 +104,7 @@ final class Figures: @unchecked Sendable {
         let seen = outcome.withLock { $0 }
         report.append("\(name): \(seen.pings) pings, slowest \(Int(seen.slowest * 1000)) ms, peak resident \(seen.peakKiB / 1024) MiB")
         if let error = seen.error { failures.append(error) }
+        if underSanitizer { return }
         if seen.slowest >= ReliabilityHostileClientTests.pingBound {
             failures.append("\(name): a PING took \(Int(seen.slowest * 1000)) ms")
         }
