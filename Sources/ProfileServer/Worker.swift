@@ -3,7 +3,6 @@ import Glibc
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
-import Synchronization
 
 /// What other threads tell a worker, through its inbox and doorbell.
 enum WorkerMessage: @unchecked Sendable {
@@ -24,7 +23,10 @@ final class Worker: @unchecked Sendable {
     let base: OpaquePointer
     private let doorbell: Int32
     private var doorbellEvent: OpaquePointer?
-    private let inbox = Mutex<[WorkerMessage]>([])
+    /// Guarded by `inboxLock`, a pthread mutex: ThreadSanitizer cannot see the futex handoff
+    /// in Synchronization's Mutex and reported every message.
+    private var inbox: [WorkerMessage] = []
+    private let inboxLock = ConditionLock()
     private var connections: [ObjectIdentifier: Connection] = [:]
     private var stopping = false
     private var stopDeadline: OpaquePointer?
@@ -79,7 +81,9 @@ final class Worker: @unchecked Sendable {
 
     /// Queues a message and rings the doorbell. Any thread.
     func post(_ message: WorkerMessage) {
-        inbox.withLock { $0.append(message) }
+        inboxLock.lock()
+        inbox.append(message)
+        inboxLock.unlock()
         var one: UInt64 = 1
         _ = write(doorbell, &one, 8)
     }
@@ -106,11 +110,10 @@ final class Worker: @unchecked Sendable {
     fileprivate func drainInbox() {
         var drained: UInt64 = 0
         _ = read(doorbell, &drained, 8)
-        let messages = inbox.withLock { inbox -> [WorkerMessage] in
-            let taken = inbox
-            inbox.removeAll(keepingCapacity: true)
-            return taken
-        }
+        inboxLock.lock()
+        let messages = inbox
+        inbox.removeAll(keepingCapacity: true)
+        inboxLock.unlock()
         for message in messages {
             switch message {
             case .accepted(let fd): adopt(fd)

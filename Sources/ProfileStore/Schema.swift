@@ -70,6 +70,12 @@ enum Schema {
                              message: "its schema version is \(found), this build knows up to \(version)",
                              path: path)
         }
+        // A damaged page would otherwise be found only by the request that reads it: check
+        // every page's structure now, while nothing has been written (O(file size)).
+        let check = try connection.text("PRAGMA quick_check(1)")
+        guard check == "ok" else {
+            throw StoreError(kind: .corrupt, resultCode: SQLITE_CORRUPT, message: check, path: path)
+        }
         return found
     }
 

@@ -66,6 +66,25 @@ final class TestServer {
         return status
     }
 
+    /// Waits up to `seconds` for the process to exit on its own (after a signal sent some other
+    /// way); returns the wait status, or nil when it is still running.
+    func waitForExit(seconds: Double) -> Int32? {
+        guard pid > 0 else { return nil }
+        var start = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &start)
+        while true {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                pid = 0
+                return status
+            }
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            if Double(now.tv_sec - start.tv_sec) + Double(now.tv_nsec - start.tv_nsec) / 1e9 > seconds { return nil }
+            usleep(1000)
+        }
+    }
+
     var log: String { readText(logPath) }
 
     deinit {

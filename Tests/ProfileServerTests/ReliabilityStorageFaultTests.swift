@@ -1,0 +1,169 @@
+import CSQLite
+import Glibc
+import ProfileClient
+import Testing
+
+/// The store failing under the server: every failed write gets ERROR STORE and changes nothing,
+/// reads go on from the cache and the store, nothing is acknowledged that was not committed, and
+/// writes work again once the fault clears, without a restart.
+@Suite struct ReliabilityStorageFaultTests {
+    /// SQLITE_FULL, SQLITE_IOERR and SQLITE_BUSY, injected into the store's writer through its
+    /// test seam, under the server's own worker and group-commit writer.
+    @Test(arguments: [SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY])
+    func anInjectedFaultFailsEveryWriteAndChangesNothing(code: Int32) throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let path = directory + "/profiles.sqlite3"
+        // A first run leaves "cold" only in the store; the second run's cache starts empty.
+        do {
+            let first = try InProcessServer(path: path)
+            try first.connect().set(Profile(userId: "cold", name: "from disk", portraitUri: "c"))
+            first.stop()
+        }
+        let server = try InProcessServer(path: path)
+        let c = try server.connect()
+        try c.set(Profile(userId: "warm", name: "before", portraitUri: "w"))
+        try c.set(Profile(userId: "gone", name: "to delete", portraitUri: "g"))
+        let recentBefore = try c.recent(10)
+        let diskBefore = try rowsOnDisk(path)
+
+        server.store.setFault(code)
+        let writes: [(String, [String])] = [
+            ("SET", ["warm", "after", "w2"]),
+            ("MSET", ["new1", "n", "u", "new2", "n", "u", "warm", "mset", "w3"]),
+            ("UPDATE", ["warm", "name", "updated"]),
+            ("UPDATE", ["cold", "name", "updated", "portraitUri", "x"]),
+            ("DEL", ["gone"]),
+            ("DEL", ["missing"]),
+            ("FLUSHALL", []),
+        ]
+        for (verb, arguments) in writes { c.send(verb, arguments) }
+        try c.flush()
+        for (verb, _) in writes {
+            let reply = try c.line()
+            #expect(reply.hasPrefix("ERROR STORE "), "\(verb) under \(code): \(reply)")
+        }
+
+        // Reads: from the cache (warm), from the store (cold), on this and on a new connection.
+        let other = try server.connect()
+        for reader in [c, other] {
+            #expect(try reader.get(Array("warm".utf8))?.name == Array("before".utf8))
+            #expect(try reader.get(Array("cold".utf8))?.name == Array("from disk".utf8))
+            #expect(try reader.mget([Array("gone".utf8), Array("new1".utf8)]).map { $0?.name } == [Array("to delete".utf8), nil])
+            #expect(try reader.exists(Array("new2".utf8)) == false)
+            #expect(try reader.count() == 3)
+            #expect(try reader.recent(10) == recentBefore)
+        }
+        #expect(try rowsOnDisk(path) == diskBefore, "a failed write reached the file")
+        let stats = Dictionary(uniqueKeysWithValues: try c.stats().map { ($0.name, $0.value) })
+        #expect(stats["errors"] == "\(writes.count)")
+        #expect(stats["cmd_set"] == "2")
+        #expect(stats["cmd_del"] == "0")
+
+        // The fault clears: the same connection writes again, no restart.
+        server.store.setFault(nil)
+        try c.set(Profile(userId: "warm", name: "after", portraitUri: "w2"))
+        #expect(try c.mset([Profile(userId: "new1", name: "n", portraitUri: "u")]) == 1)
+        #expect(try c.update(Array("cold".utf8), name: Array("updated".utf8)))
+        #expect(try c.del(Array("gone".utf8)))
+        #expect(try other.get(Array("warm".utf8))?.name == Array("after".utf8))
+        #expect(try rowsOnDisk(path) == ["cold": "updated", "new1": "n", "warm": "after"])
+        #expect(try other.recent(10).map { String(decoding: $0.userId, as: UTF8.self) } == ["cold", "new1", "warm"])
+    }
+
+    /// A real full disk: a 4 MiB tmpfs filled up with another file, then freed again.
+    @Test func aFullFilesystemFailsWritesUntilThereIsRoomAgain() throws {
+        let mountPoint = try makeTemporaryDirectory()
+        defer { removeDirectory(mountPoint) }
+        guard mount("tmpfs", mountPoint, "tmpfs", 0, "size=4m,mode=0755") == 0 else {
+            print("skipped: mounting a size-limited tmpfs is not permitted here (\(String(cString: strerror(errno))))")
+            return
+        }
+        defer { umount2(mountPoint, Int32(MNT_DETACH)) }
+        let path = mountPoint + "/profiles.sqlite3"
+        let server = try TestServer(["--db", path])
+        let c = try server.connect()
+        var acknowledged: [String: String] = [:]
+        try c.set(Profile(userId: "kept", name: "before", portraitUri: "k"))
+        acknowledged["kept"] = "before"
+
+        // Full, then 512 KiB given back: a few batches commit before one runs out of room.
+        let filler = mountPoint + "/filler"
+        fillFilesystem(with: filler)
+        var status = stat()
+        stat(filler, &status)
+        truncate(filler, max(0, status.st_size - (512 << 10)))
+
+        // Writes of about 50 KB each until the store runs out of room; the bound is far beyond
+        // what 4 MiB can hold.
+        let uri = String(repeating: "u", count: 2000)
+        var failedIds: [String] = []
+        for batch in 0..<200 where failedIds.isEmpty {
+            let ids = (0..<25).map { "b\(batch)-\($0)" }
+            c.send("MSET", ids.flatMap { [$0, "batch \(batch)", uri] })
+            try c.flush()
+            let reply = try c.line()
+            if reply == "STORED 25" {
+                for id in ids { acknowledged[id] = "batch \(batch)" }
+            } else {
+                #expect(reply.hasPrefix("ERROR STORE "), "\(reply)")
+                failedIds = ids
+            }
+        }
+        #expect(!failedIds.isEmpty, "the store never ran out of room")
+        print("reliability full disk: \(acknowledged.count) profiles acknowledged before SQLITE_FULL")
+        // A small write may still fit; either way the reply tells the truth, and reads go on.
+        let small = try c.roundTrip("SET kept after k\n")
+        if small == "STORED" {
+            acknowledged["kept"] = "after"
+        } else {
+            #expect(small.hasPrefix("ERROR STORE "), "\(small)")
+        }
+        #expect(try c.get(Array("kept".utf8)).map { String(decoding: $0.name, as: UTF8.self) } == acknowledged["kept"])
+        for id in failedIds.prefix(3) { #expect(try c.exists(Array(id.utf8)) == false) }
+        #expect(try c.count() == acknowledged.count)
+
+        // Room again: the same server and connection write, no restart.
+        unlink(filler)
+        try c.set(Profile(userId: "kept", name: "again", portraitUri: "k"))
+        acknowledged["kept"] = "again"
+        #expect(try c.mset(failedIds.map { Profile(userId: $0, name: "retried", portraitUri: "r") }) == failedIds.count)
+        for id in failedIds { acknowledged[id] = "retried" }
+
+        // And all of it is on disk, the way it was acknowledged.
+        #expect(exitCode(server.stop()) == 0)
+        #expect(try rowsOnDisk(path) == acknowledged)
+        #expect(!server.log.contains("level=error"), "\(server.log)")
+    }
+}
+
+/// Writes `path` until the filesystem holding it has no room left.
+func fillFilesystem(with path: String) {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    let chunk = [UInt8](repeating: 0xAB, count: 4096)
+    // 1 GiB at most, should the filesystem be far larger than asked for.
+    for _ in 0..<(1 << 18) {
+        if chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) <= 0 { return }
+    }
+}
+
+/// user_id -> name of every row in a store file, read with a connection of our own.
+func rowsOnDisk(_ path: String) throws -> [String: String] {
+    var db: OpaquePointer? = nil
+    defer { sqlite3_close(db) }
+    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else {
+        throw TestFailure("cannot open \(path)")
+    }
+    var statement: OpaquePointer? = nil
+    guard sqlite3_prepare_v2(db, "SELECT user_id, name FROM profiles", -1, &statement, nil) == SQLITE_OK else {
+        throw TestFailure("cannot read \(path): \(String(cString: sqlite3_errmsg(db)))")
+    }
+    defer { sqlite3_finalize(statement) }
+    var rows: [String: String] = [:]
+    while sqlite3_step(statement) == SQLITE_ROW {
+        rows[String(cString: sqlite3_column_text(statement, 0))] = String(cString: sqlite3_column_text(statement, 1))
+    }
+    return rows
+}

@@ -1,0 +1,112 @@
+import Glibc
+import ProfileClient
+import Synchronization
+
+// Shared by the reliability suites: how big a run is, clocks, threads, a seeded generator,
+// and reading a process's memory.
+
+/// Whether the long runs were asked for (`PROFILED_RELIABILITY_FULL=1`); the default sizes keep
+/// the whole test target fast enough for every Scripts/test.
+let reliabilityFull: Bool = {
+    guard let value = getenv("PROFILED_RELIABILITY_FULL") else { return false }
+    return String(cString: value) == "1"
+}()
+
+/// Seconds on the monotonic clock.
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
+/// Runs `body(i)` for i in 0..<count, each on its own POSIX thread, and waits for all of them.
+/// Blocking sockets in the bodies are fine: these are not the cooperative pool's threads.
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    final class Box {
+        let run: () -> Void
+        init(_ run: @escaping () -> Void) { self.run = run }
+    }
+    var threads: [pthread_t] = []
+    for i in 0..<count {
+        let context = Unmanaged.passRetained(Box { body(i) }).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { raw in
+            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().run()
+            return nil
+        }, context)
+        precondition(rc == 0, "pthread_create failed: \(rc)")
+        threads.append(thread)
+    }
+    for thread in threads { pthread_join(thread, nil) }
+}
+
+/// SplitMix64: a small generator whose sequence a seed fixes, so a failing run can be replayed.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A process's resident set size in KiB (VmRSS in /proc/PID/status), or nil once it is gone.
+func residentKiB(of pid: pid_t) -> Int? {
+    for line in readText("/proc/\(pid)/status").split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    }
+    return nil
+}
+
+/// A value several threads share, behind a pthread mutex: ThreadSanitizer cannot see the futex
+/// handoff in Synchronization's Mutex and would report every use of it.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init(_ value: Value) {
+        self.value = value
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&value)
+    }
+}
+
+/// Whether this process runs under ThreadSanitizer or AddressSanitizer: their shadow memory
+/// and slowdown make the memory and latency bounds meaningless, so those are only reported.
+let underSanitizer: Bool = {
+    guard let handle = dlopen(nil, RTLD_NOW) else { return false }
+    defer { dlclose(handle) }
+    return dlsym(handle, "__tsan_init") != nil || dlsym(handle, "__asan_init") != nil
+}()
+
+/// A shared tally several threads add to.
+final class Tally: Sendable {
+    private let value = Atomic<Int>(0)
+    func add(_ n: Int = 1) { value.add(n, ordering: .relaxed) }
+    var count: Int { value.load(ordering: .relaxed) }
+}
+
+/// Round-trip times of PING on one connection, in seconds; the server is "serving normally"
+/// while these stay small.
+func pingRoundTrips(_ connection: ProfileConnection, count: Int) throws -> [Double] {
+    var times: [Double] = []
+    for _ in 0..<count {
+        let start = monotonicSeconds()
+        try connection.ping()
+        times.append(monotonicSeconds() - start)
+    }
+    return times
+}
