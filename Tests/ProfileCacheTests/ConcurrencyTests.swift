@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import Testing
 @testable import ProfileCache
 
@@ -23,11 +22,11 @@ import Testing
     /// What the threads share besides the cache: the shared keys' "store" (the version
     /// committed and the version whose store() returned), failures, and each thread's model.
     final class Scoreboard: Sendable {
-        let committed = Mutex<[Int]>(Array(repeating: 0, count: ConcurrencyTests.sharedKeys))
-        let acknowledged = Mutex<[Int]>(Array(repeating: 0, count: ConcurrencyTests.sharedKeys))
-        let failures = Mutex<[String]>([])
+        let committed = Locked<[Int]>(Array(repeating: 0, count: ConcurrencyTests.sharedKeys))
+        let acknowledged = Locked<[Int]>(Array(repeating: 0, count: ConcurrencyTests.sharedKeys))
+        let failures = Locked<[String]>([])
         /// Each thread's last written version of each of its own keys; 0 means no profile.
-        let ownModels = Mutex<[[Int]]>(Array(repeating: [], count: ConcurrencyTests.threads))
+        let ownModels = Locked<[[Int]]>(Array(repeating: [], count: ConcurrencyTests.threads))
 
         func fail(_ message: String) {
             failures.withLock { $0.append(message) }
