@@ -18,6 +18,8 @@ public final class Server {
     private let configuration: ServerConfiguration
     private let context: ServerContext
     private let storeWriter: any ProfileWriter
+    private let checkpointWriter: any ProfileWriter
+    private let checkpointer = Checkpointer()
     private var workers: [Worker] = []
     private var listeners: [(fd: Int32, event: OpaquePointer?)] = []
     private let base: OpaquePointer
@@ -50,6 +52,7 @@ public final class Server {
             store = try SQLiteProfileStore(path: path, synchronous: configuration.synchronous,
                                            busyTimeoutMilliseconds: configuration.busyTimeoutMilliseconds)
             storeWriter = try store.makeWriter()
+            checkpointWriter = try store.makeWriter()
         } catch {
             throw StartupError("\(error)")
         }
@@ -118,6 +121,9 @@ public final class Server {
         // The writer connection moves to the writer thread for good; nothing here touches it again.
         nonisolated(unsafe) let storeWriter = self.storeWriter
         let writerThread = startThread { context.writer.run(writer: storeWriter) }
+        nonisolated(unsafe) let checkpointWriter = self.checkpointWriter
+        let checkpointer = self.checkpointer
+        let checkpointerThread = startThread { checkpointer.run(writer: checkpointWriter) }
         var workerThreads: [pthread_t] = []
         for worker in workers {
             workerThreads.append(startThread { worker.run() })
@@ -143,6 +149,9 @@ public final class Server {
         Log.info("stopping: answering what arrived, then committing")
         for worker in workers { worker.post(.stop) }
         for thread in workerThreads { pthread_join(thread, nil) }
+        // The last checkpoint, at the writer's exit, must not race a background one.
+        checkpointer.stop()
+        pthread_join(checkpointerThread, nil)
         context.writer.stop()
         pthread_join(writerThread, nil)
         workers.removeAll()

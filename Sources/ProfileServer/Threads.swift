@@ -37,4 +37,9 @@ final class ConditionLock: @unchecked Sendable {
     /// Waits for a signal; call with the lock held.
     func wait() { pthread_cond_wait(condition, mutex) }
     func signal() { pthread_cond_signal(condition) }
+    /// Waits for a signal or the wall-clock deadline; call with the lock held.
+    func wait(until deadline: timespec) {
+        var deadline = deadline
+        _ = pthread_cond_timedwait(condition, mutex, &deadline)
+    }
 }

@@ -68,6 +68,10 @@ public protocol ProfileWriter: AnyObject {
     /// Copies the write-ahead log into the database and truncates it; called
     /// at clean shutdown, outside a transaction.
     func checkpoint() throws
+    /// Copies what it can of the write-ahead log into the database without
+    /// waiting for readers or the writer. Run from a writer of its own on
+    /// another thread, it keeps that copying out of the commits' way.
+    func checkpointWithoutWaiting() throws
 }
 
 /// A store: hands out readers and writers.
