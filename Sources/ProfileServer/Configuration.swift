@@ -5,10 +5,9 @@ import ProfileStore
 ///
 /// A plain value: any thread may read it.
 public struct ServerConfiguration: Sendable {
-    /// TCP address to listen on; nil disables TCP (Unix socket only).
+    /// TCP address and port to listen on.
     public var host: String = "127.0.0.1"
     public var port: UInt16 = 7711
-    public var listenTCP: Bool = true
     /// Optional Unix domain socket path.
     public var unixPath: String? = nil
     /// Database path; nil means the default location (see `SQLiteProfileStore.defaultPath`).

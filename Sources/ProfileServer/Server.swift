@@ -39,7 +39,7 @@ public final class Server {
         if let path = configuration.tokensPath {
             do { tokenTable = try TokenTable.load(path: path) } catch { throw StartupError(error.description) }
         }
-        if tokenTable == nil && configuration.listenTCP && !isLoopback(host: configuration.host) && !configuration.allowInsecureBind {
+        if tokenTable == nil && !isLoopback(host: configuration.host) && !configuration.allowInsecureBind {
             throw StartupError("refusing to listen on \(configuration.host) without --tokens: anyone who can reach it could read and erase every profile (use --tokens FILE, or --allow-insecure-bind if the network is trusted)")
         }
         if let metrics = configuration.metricsAddress, tokenTable == nil, !isLoopback(host: metrics.host), !configuration.allowInsecureBind {
@@ -70,11 +70,9 @@ public final class Server {
 
         do {
             for i in 0..<threads { workers.append(try Worker(index: i, context: context)) }
-            if configuration.listenTCP {
-                for fd in try listenTCP(host: configuration.host, port: configuration.port) {
-                    listeners.append((fd, nil))
-                    addresses.append(boundAddress(of: fd))
-                }
+            for fd in try listenTCP(host: configuration.host, port: configuration.port) {
+                listeners.append((fd, nil))
+                addresses.append(boundAddress(of: fd))
             }
             if let unixPath = configuration.unixPath {
                 listeners.append((try listenUnix(path: unixPath), nil))
