@@ -38,14 +38,16 @@ let package = Package(
         .executableTarget(name: "profilectl", dependencies: ["ProfileAdmin"]),
         .executableTarget(name: "profilebench", dependencies: ["ProfileBench"]),
 
+        // Starting the built executables and talking to them, shared by the black-box tests.
+        .target(name: "ProfileTestSupport", dependencies: ["ProfileClient"], path: "Tests/ProfileTestSupport"),
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
         .testTarget(name: "ProfileServerTests",
-                    dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol", "CSQLite"]),
+                    dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol", "CSQLite", "ProfileTestSupport"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),
-        .testTarget(name: "ProfileAdminTests", dependencies: ["ProfileAdmin", "ProfileClient", "ProfileStore"]),
-        .testTarget(name: "ProfileBenchTests", dependencies: ["ProfileBench", "ProfileClient"]),
+        .testTarget(name: "ProfileAdminTests", dependencies: ["ProfileAdmin", "ProfileClient", "ProfileStore", "ProfileTestSupport"]),
+        .testTarget(name: "ProfileBenchTests", dependencies: ["ProfileBench", "ProfileClient", "ProfileTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,3 +1,4 @@
+import ProfileTestSupport
 import Testing
 @testable import ProfileBench
 

@@ -1,3 +1,4 @@
+import ProfileTestSupport
 import CSQLite
 import Glibc
 import ProfileClient

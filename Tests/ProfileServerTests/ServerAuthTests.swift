@@ -1,3 +1,4 @@
+import ProfileTestSupport
 import Glibc
 import ProfileClient
 import Testing

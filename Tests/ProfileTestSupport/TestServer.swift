@@ -1,21 +1,22 @@
 import Glibc
 import ProfileClient
-import Testing
 
 /// A profiled process started from the built executable, on a free port and a throw-away
 /// store, for black-box tests that talk to it as a client would.
-final class TestServer {
-    let directory: String
-    let databasePath: String
-    let logPath: String
-    let arguments: [String]
-    private(set) var pid: pid_t = 0
-    private(set) var port: UInt16 = 0
-    var endpoint: Endpoint { .tcp(host: "127.0.0.1", port: port) }
+public final class TestServer {
+    public let directory: String
+    public let databasePath: String
+    public let logPath: String
+    public let arguments: [String]
+    private let ownsDirectory: Bool
+    public private(set) var pid: pid_t = 0
+    public private(set) var port: UInt16 = 0
+    public var endpoint: Endpoint { .tcp(host: "127.0.0.1", port: port) }
 
     /// Starts profiled with `arguments` (plus `--port 0 --db <temp>` unless given) and waits
     /// until it logs where it listens.
-    init(_ arguments: [String] = [], directory: String? = nil, environment: [String: String] = [:]) throws {
+    public init(_ arguments: [String] = [], directory: String? = nil, environment: [String: String] = [:]) throws {
+        ownsDirectory = directory == nil
         self.directory = try directory ?? makeTemporaryDirectory()
         databasePath = self.directory + "/profiles.sqlite3"
         logPath = self.directory + "/profiled-\(UInt32.random(in: 0...UInt32.max)).log"
@@ -27,7 +28,7 @@ final class TestServer {
     }
 
     /// (Re)starts the process with the same arguments and store.
-    func start(environment: [String: String] = [:]) throws {
+    public func start(environment: [String: String] = [:]) throws {
         let logSoFar = readText(logPath).utf8.count
         pid = try spawn(executable("profiled"), args: arguments, stderrPath: logPath, environment: environment)
         port = try waitForListening(after: logSoFar)
@@ -51,11 +52,11 @@ final class TestServer {
         throw TestFailure("profiled did not start listening: \(readText(logPath))")
     }
 
-    func connect() throws -> ProfileConnection { try ProfileConnection(endpoint, timeoutSeconds: 20) }
+    public func connect() throws -> ProfileConnection { try ProfileConnection(endpoint, timeoutSeconds: 20) }
 
     /// Sends a signal and waits for the exit; returns the wait status.
     @discardableResult
-    func stop(signal: Int32 = SIGTERM) -> Int32 {
+    public func stop(signal: Int32 = SIGTERM) -> Int32 {
         guard pid > 0 else { return -1 }
         kill(pid, signal)
         var status: Int32 = 0
@@ -64,18 +65,53 @@ final class TestServer {
         return status
     }
 
+    /// Waits up to `seconds` for the process to exit on its own (after a signal sent some other
+    /// way); returns the wait status, or nil when it is still running.
+    public func waitForExit(seconds: Double) -> Int32? {
+        guard pid > 0 else { return nil }
+        var start = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &start)
+        while true {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                pid = 0
+                return status
+            }
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            if Double(now.tv_sec - start.tv_sec) + Double(now.tv_nsec - start.tv_nsec) / 1e9 > seconds { return nil }
+            usleep(1000)
+        }
+    }
+
+    public var log: String { readText(logPath) }
+
     deinit {
         if pid > 0 { stop(signal: SIGKILL) }
+        if ownsDirectory { removeDirectory(directory) }
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+/// Removes a flat directory of files (what the tests make), then the directory.
+public func removeDirectory(_ path: String) {
+    guard let dir = opendir(path) else { return }
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        if name != "." && name != ".." { unlink(path + "/" + name) }
+    }
+    closedir(dir)
+    rmdir(path)
+}
+
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// The directory holding the built executables (next to the test bundle).
-func executable(_ name: String) -> String {
+public func executable(_ name: String) -> String {
     var buffer = [CChar](repeating: 0, count: 4096)
     let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
     let path = String(decoding: buffer[0..<max(0, n)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -83,7 +119,7 @@ func executable(_ name: String) -> String {
     return directory + "/" + name
 }
 
-func makeTemporaryDirectory() throws -> String {
+public func makeTemporaryDirectory() throws -> String {
     // $TMPDIR when set, else the C library's temporary directory.
     let base = getenv("TMPDIR").map { String(cString: $0) } ?? P_tmpdir
     var template = Array((base + "/profiled-test-XXXXXX").utf8CString)
@@ -91,7 +127,7 @@ func makeTemporaryDirectory() throws -> String {
     return String(cString: result)
 }
 
-func readText(_ path: String) -> String {
+public func readText(_ path: String) -> String {
     guard let file = fopen(path, "r") else { return "" }
     defer { fclose(file) }
     var result: [UInt8] = []
@@ -104,13 +140,21 @@ func readText(_ path: String) -> String {
     return String(decoding: result, as: UTF8.self)
 }
 
-/// Starts `path` with `args`, stdin from /dev/null, stdout and stderr appended to `stderrPath`.
-func spawn(_ path: String, args: [String], stderrPath: String, environment: [String: String] = [:]) throws -> pid_t {
+public func writeText(_ path: String, _ text: String) {
+    let file = fopen(path, "w")!
+    fputs(text, file)
+    fclose(file)
+}
+
+/// Starts `path` with `args`, stdin from `stdinPath`, stdout and stderr appended to
+/// `stderrPath` unless `stdoutPath` names a file of their own.
+public func spawn(_ path: String, args: [String], stderrPath: String, stdoutPath: String? = nil,
+           stdinPath: String = "/dev/null", environment: [String: String] = [:]) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, stderrPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDWR, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath ?? stderrPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     var env: [String] = []
     if environment.isEmpty {
@@ -144,4 +188,35 @@ func spawn(_ path: String, args: [String], stderrPath: String, environment: [Str
     let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
     guard rc == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(rc)))") }
     return pid
+}
+
+
+/// Runs an executable to completion; returns its exit code and everything it printed.
+public func runToCompletion(_ path: String, _ args: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+    let directory = try makeTemporaryDirectory()
+    let outputPath = directory + "/output"
+    let pid = try spawn(path, args: args, stderrPath: outputPath, environment: environment)
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+    return (exitCode, readText(outputPath))
+}
+
+/// The exit code from a wait status, or -signal when it was killed.
+public func exitCode(_ status: Int32) -> Int32 {
+    (status & 0x7f) == 0 ? (status >> 8) & 0xff : -(status & 0x7f)
+}
+
+extension ProfileConnection {
+    /// Sends raw text and reads one reply line as text.
+    public func roundTrip(_ text: String) throws -> String {
+        sendRaw(Array(text.utf8))
+        try flush()
+        return String(decoding: try readLine(), as: UTF8.self)
+    }
+
+    /// Reads one reply line as text.
+    public func line() throws -> String {
+        String(decoding: try readLine(), as: UTF8.self)
+    }
 }
