@@ -1,3 +1,4 @@
+import ProfileProtocol
 import Glibc
 
 /// Reads JSON Lines: one object per line with the string fields `userId`,
