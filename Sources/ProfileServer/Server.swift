@@ -50,7 +50,8 @@ public final class Server {
         let store: SQLiteProfileStore
         do {
             store = try SQLiteProfileStore(path: path, synchronous: configuration.synchronous,
-                                           busyTimeoutMilliseconds: configuration.busyTimeoutMilliseconds)
+                                           busyTimeoutMilliseconds: configuration.busyTimeoutMilliseconds,
+                                           writerCacheMebibytes: configuration.writerCacheMebibytes)
             storeWriter = try store.makeWriter()
             checkpointWriter = try store.makeWriter()
         } catch {

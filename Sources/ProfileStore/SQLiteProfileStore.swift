@@ -36,18 +36,24 @@ public final class SQLiteProfileStore: ProfileStore {
     /// - Throws: `.locked` while another store holds the file; `.notADatabase`,
     ///   `.newerSchema` or `.corrupt` for a file it will not use, which it leaves
     ///   untouched; otherwise what SQLite or the system reports.
+    ///   - writerCacheMebibytes: the most page cache each writer keeps. Large import
+    ///     transactions want it large; a server, whose commits are small, keeps memory for
+    ///     its own cache.
     public init(path: String, synchronous: SynchronousMode = .normal,
-                busyTimeoutMilliseconds: Int32 = 5000) throws(StoreError) {
+                busyTimeoutMilliseconds: Int32 = 5000, writerCacheMebibytes: Int = 256) throws(StoreError) {
         file = try StoreFile(path: path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        writerCacheKibibytes = writerCacheMebibytes * 1024
         try Schema.prepare(file)
     }
+
+    private let writerCacheKibibytes: Int
 
     public func makeReader() throws -> any ProfileReader {
         try SQLiteProfileReader(file: file)
     }
 
     public func makeWriter() throws -> any ProfileWriter {
-        try SQLiteProfileWriter(file: file)
+        try SQLiteProfileWriter(file: file, cacheKibibytes: writerCacheKibibytes)
     }
 
     public var description: String { file.path }

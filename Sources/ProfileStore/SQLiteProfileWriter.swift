@@ -33,7 +33,7 @@ final class SQLiteProfileWriter: ProfileWriter {
     /// The first write of this transaction that failed.
     private var failure: StoreError?
 
-    init(file: StoreFile) throws(StoreError) {
+    init(file: StoreFile, cacheKibibytes: Int) throws(StoreError) {
         connection = try Connection(file: file)
         // A big page cache keeps large import transactions from spilling to
         // the log before they commit; sorting for index builds stays in memory.
@@ -44,7 +44,7 @@ final class SQLiteProfileWriter: ProfileWriter {
         // ran about 3x faster than every 10,000. After a checkpoint the log
         // file is cut back to 64 MiB.
         try connection.execute("""
-            PRAGMA cache_size = -\(Self.cacheKibibytes);
+            PRAGMA cache_size = -\(cacheKibibytes);
             PRAGMA temp_store = MEMORY;
             PRAGMA wal_autocheckpoint = \(Self.checkpointPages);
             PRAGMA journal_size_limit = \(Self.logBytesKeptAfterCheckpoint);
@@ -66,7 +66,6 @@ final class SQLiteProfileWriter: ProfileWriter {
         passiveCheckpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(PASSIVE)")
     }
 
-    static let cacheKibibytes = 256 * 1024
     static let checkpointPages = 65_536
     static let logBytesKeptAfterCheckpoint = 64 << 20
 
