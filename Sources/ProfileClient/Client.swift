@@ -1,7 +1,7 @@
 import Glibc
 import ProfileProtocol
 
-/// Where a profiled listens.
+/// Where a profiled listens. A plain value; any thread may use it.
 public enum Endpoint: Sendable, Equatable, CustomStringConvertible {
     case tcp(host: String, port: UInt16)
     case unix(path: String)
@@ -14,7 +14,7 @@ public enum Endpoint: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// One profile as a client sees it.
+/// One profile as a client sees it. A plain value; any thread may use it.
 public struct Profile: Sendable, Equatable, Hashable {
     public var userId: [UInt8]
     public var name: [UInt8]
@@ -31,7 +31,7 @@ public struct Profile: Sendable, Equatable, Hashable {
     }
 }
 
-/// What went wrong talking to a server.
+/// What went wrong talking to a server. A plain value; any thread may use it.
 public enum ClientError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The connection could not be made.
     case connect(endpoint: String, reason: String)

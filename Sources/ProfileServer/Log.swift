@@ -1,7 +1,8 @@
 import Glibc
 import Synchronization
 
-/// Severity of a log line; lines below the configured level are dropped.
+/// Severity of a log line; lines below the configured level are dropped. A plain value; any
+/// thread may use it.
 public enum LogLevel: Int, Sendable, Comparable {
     case debug, info, warn, error
 

@@ -4,7 +4,8 @@ import ProfileCache
 import ProfileProtocol
 import ProfileStore
 
-/// A server that could not start: one clear sentence for the operator.
+/// A server that could not start: one clear sentence for the operator. A plain value; any
+/// thread may use it.
 public struct StartupError: Error, CustomStringConvertible, Sendable {
     public var description: String
     public init(_ description: String) { self.description = description }

@@ -1,7 +1,7 @@
 import CLibevent
 import Glibc
 
-/// A failed system call: which call, on what, and errno.
+/// A failed system call: which call, on what, and errno. A plain value; any thread may use it.
 public struct SystemError: Error, CustomStringConvertible, Sendable {
     public var call: String
     public var subject: String

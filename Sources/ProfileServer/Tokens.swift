@@ -3,6 +3,7 @@ import ProfileProtocol
 import Synchronization
 
 /// A tokens file that could not be used: the file name, the line (0 when none applies) and why.
+/// A plain value; any thread may use it.
 public struct TokensFileError: Error, CustomStringConvertible, Sendable {
     public var path: String
     public var line: Int
