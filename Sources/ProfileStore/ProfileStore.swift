@@ -56,6 +56,11 @@ public protocol ProfileWriter: AnyObject {
     /// written at a later call of the transaction, which then reports its
     /// failure.
     func upsert(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) throws
+    /// Inserts or replaces `count` rows as if upserted one after another in index order: row i
+    /// gets a newer write sequence than row i - 1, and a repeated id keeps its last row. The
+    /// store may write them in another order; SQLite writes rows sorted by id far faster into
+    /// a large table. The views `row` returns need only live until the next call to it.
+    func upsert(count: Int, row: (Int) -> ProfileRow) throws
     /// Changes the given fields (nil keeps a field) and bumps the write
     /// sequence, then calls `body` with the row as it now is, or with nil when
     /// there is no such profile (and nothing changed).

@@ -1,3 +1,4 @@
+import Glibc
 import CSQLite
 
 /// Writes profiles over a connection of its own, with its statements prepared
@@ -117,6 +118,50 @@ final class SQLiteProfileWriter: ProfileWriter {
         if pending.count == PendingUpserts.batchRows {
             try writePendingUpserts()
         }
+    }
+
+    func upsert(count: Int, row: (Int) -> ProfileRow) throws {
+        guard count > 0 else { return }
+        guard isInTransaction else {
+            return try transaction { try upsert(count: count, row: row) }
+        }
+        // Sort row numbers by id; among equal ids the later row sorts last, and only it is
+        // written, with the sequence its position in the input gives it. The first eight
+        // bytes of each id, big-endian, decide most comparisons without touching the rows.
+        var keyed = (0..<count).map { index -> (prefix: UInt64, index: Int) in
+            let id = row(index).userId
+            var prefix: UInt64 = 0
+            for i in 0..<8 { prefix = prefix << 8 | UInt64(i < id.count ? id[i] : 0) }
+            return (prefix, index)
+        }
+        keyed.sort { a, b in
+            if a.prefix != b.prefix { return a.prefix < b.prefix }
+            let left = row(a.index).userId
+            let right = row(b.index).userId
+            let common = min(left.count, right.count)
+            let byBytes = common == 0 ? 0 : memcmp(left.baseAddress!, right.baseAddress!, common)
+            if byBytes != 0 { return byBytes < 0 }
+            if left.count != right.count { return left.count < right.count }
+            return a.index < b.index
+        }
+        let order = keyed.map(\.index)
+        let base = lastSequence
+        for (position, index) in order.enumerated() {
+            let current = row(index)
+            if position + 1 < count {
+                let next = row(order[position + 1]).userId
+                if next.count == current.userId.count
+                    && (next.count == 0 || memcmp(next.baseAddress!, current.userId.baseAddress!, next.count) == 0) {
+                    continue
+                }
+            }
+            pending.append(userId: current.userId, name: current.name, portraitUri: current.portraitUri,
+                           sequence: base + Int64(index) + 1)
+            if pending.count == PendingUpserts.batchRows {
+                try writePendingUpserts()
+            }
+        }
+        lastSequence = base + Int64(count)
     }
 
     func update(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer?, portraitUri: UnsafeRawBufferPointer?,

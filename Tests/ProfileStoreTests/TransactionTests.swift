@@ -74,6 +74,39 @@ private struct Abort: Error {}
         #expect(try store.makeReader().recent(10) == ["after", "outer"])
     }
 
+    @Test func aChunkOfRowsKeepsItsOrderHoweverTheStoreWritesIt() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        try writer.upsert(Profile("m", "before", ""))
+        let rows = [Profile("z", "1", ""), Profile("a", "2", ""), Profile("m", "3", ""), Profile("a", "4", ""),
+                    Profile("ä", "5", ""), Profile("b", "6", "")]
+        // One buffer holding every value, alive across the call as the views must be.
+        var arena: [UInt8] = []
+        var spans: [(Range<Int>, Range<Int>, Range<Int>)] = []
+        for p in rows {
+            let a = arena.count; arena += Array(p.userId.utf8)
+            let b = arena.count; arena += Array(p.name.utf8)
+            let c = arena.count; arena += Array(p.portraitUri.utf8)
+            spans.append((a..<b, b..<c, c..<arena.count))
+        }
+        try writer.transaction {
+            try arena.withUnsafeBytes { raw in
+                try writer.upsert(count: rows.count) { i in
+                    ProfileRow(userId: UnsafeRawBufferPointer(rebasing: raw[spans[i].0]),
+                               name: UnsafeRawBufferPointer(rebasing: raw[spans[i].1]),
+                               portraitUri: UnsafeRawBufferPointer(rebasing: raw[spans[i].2]))
+                }
+            }
+            try writer.upsert(Profile("after", "7", ""))
+        }
+        let reader = try store.makeReader()
+        #expect(try reader.get("a") == Profile("a", "4", ""))
+        #expect(try reader.get("m") == Profile("m", "3", ""))
+        #expect(try reader.count() == 6)
+        // Newest first: file order decides, not id order; a repeated id counts at its last row.
+        #expect(try reader.recent(10) == ["after", "b", "ä", "a", "m", "z"])
+    }
+
     @Test func aReadTransactionKeepsOneSnapshotUntilItEnds() throws {
         let store = try openStore(directory.file("profiles.sqlite3"))
         let reader = try store.makeReader()
