@@ -33,9 +33,18 @@ final class StoreFile: Sendable {
         guard descriptor >= 0 else {
             throw cannotOpen("cannot open the lock file \(lockPath)", errno: errno, path: path)
         }
+        // A lock just released can linger for a moment: a process being started elsewhere
+        // holds a copy of every descriptor until its exec closes them. So a busy lock is
+        // tried again for a quarter of a second before it counts as held.
+        var attempts = 0
         while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
             if error == EINTR { continue }
+            if error == EWOULDBLOCK && attempts < 50 {
+                attempts += 1
+                usleep(5_000)
+                continue
+            }
             close(descriptor)
             if error == EWOULDBLOCK {
                 throw StoreError(kind: .locked, resultCode: SQLITE_BUSY,
