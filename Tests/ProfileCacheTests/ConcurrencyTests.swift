@@ -1,3 +1,4 @@
+import ProfileTestSupport
 import Glibc
 import Testing
 @testable import ProfileCache

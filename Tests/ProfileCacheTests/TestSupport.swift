@@ -108,28 +108,3 @@ func runOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         pthread_join(thread, nil)
     }
 }
-
-/// A value behind a pthread mutex, for the concurrency test's scoreboard.
-///
-/// ThreadSanitizer does not see the futex handoff inside Synchronization's Mutex and reports
-/// races through it; it does see pthread mutexes. Thread-safe.
-final class Locked<Value>: @unchecked Sendable {
-    private var value: Value
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-
-    init(_ value: Value) {
-        self.value = value
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
-    }
-}

@@ -143,18 +143,6 @@ func sqlite(_ path: String, _ sql: String) throws {
     }
 }
 
-func readBytes(_ path: String) -> [UInt8]? {
-    guard let file = fopen(path, "r") else { return nil }
-    defer { fclose(file) }
-    var result: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&chunk, 1, chunk.count, file)
-        if n <= 0 { break }
-        result.append(contentsOf: chunk[0..<n])
-    }
-    return result
-}
 
 func writeBytes(_ path: String, _ bytes: [UInt8]) {
     let file = fopen(path, "w")!

@@ -62,28 +62,6 @@ func residentKiB(of pid: pid_t) -> Int? {
     return nil
 }
 
-/// A value several threads share, behind a pthread mutex: ThreadSanitizer cannot see the futex
-/// handoff in Synchronization's Mutex and would report every use of it.
-final class Locked<Value>: @unchecked Sendable {
-    private var value: Value
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-
-    init(_ value: Value) {
-        self.value = value
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body(&value)
-    }
-}
 
 /// Whether this process runs under ThreadSanitizer or AddressSanitizer: their shadow memory
 /// and slowdown make the memory and latency bounds meaningless, so those are only reported.
