@@ -31,6 +31,8 @@ public struct CacheStatistics: Sendable, Equatable {
     public var bytes = 0
     /// Entries removed to make room (not those replaced or flushed).
     public var evictions = 0
-    /// The budget `bytes` stays within.
+    /// The budget `bytes` stays within, but for pinned entries.
     public var limitBytes = 0
+    /// Of `items`, how many hold a write not yet folded into the store's table.
+    public var pinnedItems = 0
 }

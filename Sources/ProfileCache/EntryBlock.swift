@@ -2,7 +2,7 @@ import Glibc
 
 /// The one malloc'd block that holds everything an entry owns.
 ///
-/// Layout: a 4-byte header (reply length: UInt16, id length: UInt8, kind: UInt8), then
+/// Layout: a 4-byte header (reply length: UInt16, id length: UInt8, kind and pin: UInt8), then
 /// - for a profile: the reply line, followed by the raw id only when the reply does
 ///   not already carry those bytes right after `VALUE ` (that is, when the id was quoted);
 /// - for a remembered absence: its two links in the absence list, then the raw id.
@@ -14,6 +14,12 @@ struct EntryBlock {
         case profileWithIdInReply
         case profileWithIdAfterReply
     }
+
+    /// The kind byte's low bits hold the kind; its top bit marks a pinned entry and the
+    /// bit below it the write-log generation that pinned it.
+    static let kindMask: UInt8 = 0x03
+    static let pinnedBit: UInt8 = 0x80
+    static let generationBit: UInt8 = 0x40
 
     static let headerSize = 4
     /// Where a bare id starts in a reply line: after `VALUE `.
@@ -66,8 +72,23 @@ struct EntryBlock {
 
     var replyLength: Int { Int(base.load(as: UInt16.self)) }
     var keyLength: Int { Int(base.load(fromByteOffset: 2, as: UInt8.self)) }
-    var kind: Kind { Kind(rawValue: base.load(fromByteOffset: 3, as: UInt8.self))! }
+    var kind: Kind { Kind(rawValue: base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask)! }
     var isAbsence: Bool { kind == .absence }
+
+    /// The write-log generation (0 or 1) whose unfolded write this entry holds, or nil when
+    /// the store already has it and the entry may be evicted.
+    var pinnedGeneration: Int? {
+        get {
+            let byte = base.load(fromByteOffset: 3, as: UInt8.self)
+            guard byte & Self.pinnedBit != 0 else { return nil }
+            return byte & Self.generationBit == 0 ? 0 : 1
+        }
+        nonmutating set {
+            var byte = base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask
+            if let newValue { byte |= Self.pinnedBit | (newValue == 0 ? 0 : Self.generationBit) }
+            base.storeBytes(of: byte, toByteOffset: 3, as: UInt8.self)
+        }
+    }
 
     var reply: UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base + Self.headerSize, count: replyLength)

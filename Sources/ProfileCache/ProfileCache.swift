@@ -106,14 +106,26 @@ public final class ProfileCache: @unchecked Sendable {
     /// when it is nil, in place of whatever was cached, and invalidates the shard's
     /// outstanding fill tickets.
     ///
-    /// A reply too large to cache still removes the old entry.
-    public func store(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?) {
+    /// With `generation`, the entry is pinned: it holds a write that so far only the store's
+    /// write log has, so it is neither evicted nor dropped (it may take the shard over its
+    /// budget) until `unpin(generation:)`. The caller bounds how much it pins. Without, a
+    /// reply too large to cache still removes the old entry.
+    public func store(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?, pinnedIn generation: Int? = nil) {
         let hash = hasher.hash(userId)
         let block = Self.makeBlock(userId, reply: reply)
         let shard = shard(at: shardIndex(for: hash))
         var dropped = DroppedBlocks()
         shard.withLock {
-            shard.state.pointee.store(userId, hash: hash, block: block, dropped: &dropped)
+            shard.state.pointee.store(userId, hash: hash, block: block, pinnedIn: generation, dropped: &dropped)
+        }
+    }
+
+    /// Unpins every entry pinned in `generation` (0 or 1): the store's table has their writes
+    /// now. Walks every shard, one lock at a time.
+    public func unpin(generation: Int) {
+        for index in 0..<shardCount {
+            let shard = shard(at: index)
+            shard.withLock { shard.state.pointee.unpin(generation: generation) }
         }
     }
 
@@ -141,6 +153,7 @@ public final class ProfileCache: @unchecked Sendable {
                 total.absentItems += state.pointee.absentItems
                 total.bytes += state.pointee.bytes
                 total.evictions += state.pointee.evictions
+                total.pinnedItems += state.pointee.pinnedItems
             }
         }
         return total

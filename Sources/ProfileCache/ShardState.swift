@@ -32,6 +32,10 @@ struct ShardState: ~Copyable {
     private(set) var items = 0
     private(set) var absentItems = 0
     private(set) var evictions = 0
+    /// Entries holding a write the store has only in its write log: never evicted, and
+    /// admitted even over budget (the writer bounds how many there are).
+    private(set) var pinnedItems = 0
+    private(set) var pinnedAbsences = 0
 
     init(index: UInt32, hasher: KeyHasher, budget: Int, epoch: UInt64 = 0) {
         self.index = index
@@ -85,15 +89,31 @@ struct ShardState: ~Copyable {
     }
 
     /// Replaces whatever is cached for `key` with `block`, or just removes it when `block`
-    /// is nil (a reply too large to cache must still not leave the old one behind).
-    mutating func store(_ key: UnsafeRawBufferPointer, hash: UInt64, block: EntryBlock?,
+    /// is nil (a reply too large to cache must still not leave the old one behind). A block
+    /// pinned in a generation stays until `unpin` of that generation.
+    mutating func store(_ key: UnsafeRawBufferPointer, hash: UInt64, block: EntryBlock?, pinnedIn generation: Int?,
                         dropped: inout DroppedBlocks) {
         epoch &+= 1
         if let found = find(key, hash: hash) {
             remove(found, dropped: &dropped)
         }
         if let block {
+            block.pinnedGeneration = generation
             admit(block, hash: hash, dropped: &dropped)
+        }
+    }
+
+    /// Lets every entry pinned in `generation` be evicted again: the store has folded
+    /// that generation's writes into its table.
+    mutating func unpin(generation: Int) {
+        guard pinnedItems > 0 else { return }
+        for entry in 0..<records.initialized {
+            guard let base = records[UInt32(entry)].block else { continue }
+            let block = EntryBlock(base)
+            guard block.pinnedGeneration == generation else { continue }
+            block.pinnedGeneration = nil
+            pinnedItems -= 1
+            if block.isAbsence { pinnedAbsences -= 1 }
         }
     }
 
@@ -106,22 +126,30 @@ struct ShardState: ~Copyable {
         }
     }
 
-    /// Links `block` in as the most recently used entry, evicting as needed; drops it
-    /// when it cannot fit even in an otherwise empty shard.
+    /// Links `block` in as the most recently used entry, evicting unpinned entries as
+    /// needed; drops it when it cannot fit even in an otherwise empty shard. A pinned block
+    /// is never dropped: when only pinned entries are left it goes in over budget.
     private mutating func admit(_ block: EntryBlock, hash: UInt64, dropped: inout DroppedBlocks) {
         let cost = block.footprint
         let absenceCharge = cost + Self.absenceOverhead
-        guard cost <= budget - table.footprint - records.footprint,
-              !block.isAbsence || absenceCharge <= absenceBudget else {
+        let pinned = block.pinnedGeneration != nil
+        guard pinned || (cost <= budget - table.footprint - records.footprint
+                         && (!block.isAbsence || absenceCharge <= absenceBudget)) else {
             dropped.append(block)
             return
         }
         if block.isAbsence {
             while absenceBytes + absenceCharge > absenceBudget {
-                evict(absences.tail, dropped: &dropped)
+                let links = absentItems > pinnedAbsences ? absenceLinks : nil
+                guard let links, let victim = Self.unpinnedTail(of: &absences, links, records: records.base!) else {
+                    if pinned { break }
+                    dropped.append(block)
+                    return
+                }
+                evict(victim, dropped: &dropped)
             }
         }
-        guard makeRoom(for: cost, dropped: &dropped) else {
+        guard makeRoom(for: cost, pinned: pinned, dropped: &dropped) else {
             dropped.append(block)
             return
         }
@@ -130,6 +158,10 @@ struct ShardState: ~Copyable {
         recency.pushFront(entry, recencyLinks)
         items += 1
         bytes += cost
+        if pinned {
+            pinnedItems += 1
+            if block.isAbsence { pinnedAbsences += 1 }
+        }
         if block.isAbsence {
             absences.pushFront(entry, absenceLinks)
             absentItems += 1
@@ -137,19 +169,20 @@ struct ShardState: ~Copyable {
         }
     }
 
-    /// Evicts least recently used entries until a block of `cost` bytes fits, growing the
-    /// table or the records first when they are full and the growth itself fits.
-    private mutating func makeRoom(for cost: Int, dropped: inout DroppedBlocks) -> Bool {
+    /// Evicts least recently used unpinned entries until a block of `cost` bytes fits,
+    /// growing the table or the records first when they are full and the growth itself fits
+    /// (always, for a pinned block, which must go in).
+    private mutating func makeRoom(for cost: Int, pinned: Bool, dropped: inout DroppedBlocks) -> Bool {
         while true {
             if table.needsGrowth(toHold: items + 1) {
-                if bytes - table.footprint + table.footprintAfterGrowth + cost <= budget {
+                if pinned || bytes - table.footprint + table.footprintAfterGrowth + cost <= budget {
                     bytes -= table.footprint
                     table.grow()
                     bytes += table.footprint
                     continue
                 }
             } else if records.isFull {
-                if bytes - records.footprint + records.footprintAfterGrowth + cost <= budget {
+                if pinned || bytes - records.footprint + records.footprintAfterGrowth + cost <= budget {
                     bytes -= records.footprint
                     records.grow()
                     bytes += records.footprint
@@ -158,9 +191,25 @@ struct ShardState: ~Copyable {
             } else if bytes + cost <= budget {
                 return true
             }
-            guard recency.tail != .noEntry else { return false }
-            evict(recency.tail, dropped: &dropped)
+            let links = items > pinnedItems ? recencyLinks : nil
+            guard let links, let victim = Self.unpinnedTail(of: &recency, links, records: records.base!) else {
+                return pinned
+            }
+            evict(victim, dropped: &dropped)
         }
+    }
+
+    /// The least recently used unpinned entry of `list`; the caller has made sure there is
+    /// one. Pinned entries met at the tail move to the head, so the next search does not
+    /// pass them again.
+    private static func unpinnedTail(of list: inout RecencyList, _ links: some EntryLinks,
+                                     records: UnsafeMutablePointer<EntryRecord>) -> UInt32? {
+        while list.tail != .noEntry {
+            let tail = list.tail
+            if EntryBlock(records[Int(tail)].block!).pinnedGeneration == nil { return tail }
+            list.moveToFront(tail, links)
+        }
+        return nil
     }
 
     private mutating func evict(_ entry: UInt32, dropped: inout DroppedBlocks) {
@@ -173,6 +222,10 @@ struct ShardState: ~Copyable {
     private mutating func remove(_ found: (position: Int, entry: UInt32), dropped: inout DroppedBlocks) {
         let block = EntryBlock(records[found.entry].block!)
         let cost = block.footprint
+        if block.pinnedGeneration != nil {
+            pinnedItems -= 1
+            if block.isAbsence { pinnedAbsences -= 1 }
+        }
         table.remove(at: found.position)
         recency.remove(found.entry, recencyLinks)
         if block.isAbsence {
@@ -197,6 +250,8 @@ extension ShardState {
         }
         var seen = Set<UInt32>()
         var blockBytes = 0
+        var pinnedSeen = 0
+        var pinnedAbsencesSeen = 0
         var absenceCharges = 0
         var absentSeen = 0
         var previous = UInt32.noEntry
@@ -210,6 +265,10 @@ extension ShardState {
             let block = EntryBlock(base)
             check(records[entry].previous == previous, "entry \(entry) has a wrong previous link")
             blockBytes += block.footprint
+            if block.pinnedGeneration != nil {
+                pinnedSeen += 1
+                if block.isAbsence { pinnedAbsencesSeen += 1 }
+            }
             if block.isAbsence {
                 absentSeen += 1
                 absenceCharges += block.footprint + Self.absenceOverhead
@@ -220,14 +279,16 @@ extension ShardState {
             entry = records[entry].next
         }
         check(recency.tail == previous, "recency tail is not the last entry")
+        check(pinnedSeen == pinnedItems, "\(pinnedSeen) pinned entries listed, \(pinnedItems) counted")
+        check(pinnedAbsencesSeen == pinnedAbsences, "\(pinnedAbsencesSeen) pinned absences listed, \(pinnedAbsences) counted")
         check(seen.count == items, "\(seen.count) entries listed, \(items) counted")
         check(table.occupiedBuckets == items, "\(table.occupiedBuckets) buckets used for \(items) entries")
         check(absentSeen == absentItems, "\(absentSeen) absences listed, \(absentItems) counted")
         check(absenceCharges == absenceBytes, "absences charged \(absenceBytes), sum to \(absenceCharges)")
-        check(absenceBytes <= absenceBudget, "absences take \(absenceBytes) of \(absenceBudget)")
+        check(absenceBytes <= absenceBudget || pinnedAbsences > 0, "absences take \(absenceBytes) of \(absenceBudget)")
         let structureBytes = table.footprint + records.footprint
         check(blockBytes + structureBytes == bytes, "bytes counted \(bytes), held \(blockBytes + structureBytes)")
-        check(bytes <= budget, "bytes \(bytes) over budget \(budget)")
+        check(bytes <= budget || pinnedItems > 0, "bytes \(bytes) over budget \(budget)")
 
         var absenceCount = 0
         previous = .noEntry

@@ -40,16 +40,16 @@ extension ProfileCache {
         }
     }
 
-    func store(_ id: String, _ reply: String?) {
-        store(Array(id.utf8), reply.map { Array($0.utf8) })
+    func store(_ id: String, _ reply: String?, pinnedIn generation: Int? = nil) {
+        store(Array(id.utf8), reply.map { Array($0.utf8) }, pinnedIn: generation)
     }
 
-    func store(_ id: [UInt8], _ reply: [UInt8]?) {
+    func store(_ id: [UInt8], _ reply: [UInt8]?, pinnedIn generation: Int? = nil) {
         id.withUnsafeBytes { key in
             if let reply {
-                reply.withUnsafeBytes { store(key, reply: $0) }
+                reply.withUnsafeBytes { store(key, reply: $0, pinnedIn: generation) }
             } else {
-                store(key, reply: nil)
+                store(key, reply: nil, pinnedIn: generation)
             }
         }
     }
