@@ -41,6 +41,8 @@ extension Worker {
     /// for the connection's writes in flight (only further writes may overtake nothing: they
     /// are queued behind them and answered in order).
     private func serveLine(_ line: UnsafeMutableRawBufferPointer, on connection: Connection) -> Bool {
+        // Nothing overtakes a read waiting for the table, not even a write it must not see.
+        if connection.barrierInFlight { return false }
         let waiting = connection.writesInFlight > 0
         // Decoding unescapes quoted tokens in place; a line we might have to leave for later
         // must come back unchanged, so while waiting only unquoted lines are looked at.
@@ -68,7 +70,7 @@ extension Worker {
             reply(error: error, to: connection)
         case .success(let command):
             execute(command, on: connection)
-            if !verb.isWrite {
+            if !verb.isWrite && !connection.barrierInFlight {
                 passVerbCounts[Int(verb.rawValue)] += 1
                 passAnswered = true
             }
@@ -95,35 +97,13 @@ extension Worker {
                 failStore(since: mark, on: connection, error)
             }
         case .count:
-            do {
-                let rows = try reader!.count()
-                reserve(32, connection)
-                out.append("COUNT ")
-                out.appendDecimal(rows)
-                out.appendByte(0x0A)
-            } catch {
-                reply(storeError: error, to: connection)
-            }
+            readTable(.count, after: nil, connection)
         case .recent(let limit):
-            let mark = Mark(self, connection)
-            do {
-                try reader!.recent(limit: limit) { row in appendValueLine(row, connection) }
-                reserve(4, connection)
-                out.append("END\n")
-            } catch {
-                failStore(since: mark, on: connection, error)
-            }
+            readTable(.recent(limit: limit), after: nil, connection)
         case .scan(let after, let limit):
-            let mark = Mark(self, connection)
-            do {
-                try reader!.scan(after: after, limit: limit) { row in appendValueLine(row, connection) }
-                reserve(4, connection)
-                out.append("END\n")
-            } catch {
-                failStore(since: mark, on: connection, error)
-            }
+            readTable(.scan(limit: limit), after: after, connection)
         case .stats:
-            writeStatistics(connection)
+            readTable(.stats, after: nil, connection)
         case .auth(let token):
             authenticate(token, connection)
         case .quit:
@@ -143,6 +123,59 @@ extension Worker {
             enqueue(.del, arguments: 1, connection)
         case .flushall:
             enqueue(.flushAll, arguments: 0, connection)
+        }
+    }
+
+    /// COUNT, RECENT, SCAN and STATS (its store_rows) read the table, which may lack writes the write log has: then
+    /// the read waits behind a barrier, as a read waits behind writes, and is served when the
+    /// table has every write committed before it (`serveTableRead` from `writeAnswer`).
+    private func readTable(_ read: WriteJob.TableRead, after: UnsafeRawBufferPointer?, _ connection: Connection) {
+        guard context.writer.hasUnfoldedWrites else {
+            return serveTableRead(read, after: after, connection)
+        }
+        let arguments = after.map { [$0] } ?? []
+        jobs.append(WriteJob(connection: connection, operation: .barrier(read), arguments: arguments.count) { arguments[$0] })
+        connection.writesInFlight += 1
+        connection.barrierInFlight = true
+    }
+
+    func serveTableRead(_ read: WriteJob.TableRead, after: UnsafeRawBufferPointer?, _ connection: Connection) {
+        switch read {
+        case .count:
+            do {
+                try beginReadTransaction()
+                let rows = try reader!.count()
+                reserve(32, connection)
+                out.append("COUNT ")
+                out.appendDecimal(rows)
+                out.appendByte(0x0A)
+            } catch {
+                reply(storeError: error, to: connection)
+            }
+        case .recent(let limit):
+            let mark = Mark(self, connection)
+            do {
+                try beginReadTransaction()
+                try reader!.recent(limit: limit) { row in appendValueLine(row, connection) }
+                reserve(4, connection)
+                out.append("END\n")
+            } catch {
+                failStore(since: mark, on: connection, error)
+            }
+        case .stats:
+            writeStatistics(connection)
+        case .scan(let limit):
+            let mark = Mark(self, connection)
+            do {
+                try beginReadTransaction()
+                try reader!.scan(after: after ?? UnsafeRawBufferPointer(start: nil, count: 0), limit: limit) { row in
+                    appendValueLine(row, connection)
+                }
+                reserve(4, connection)
+                out.append("END\n")
+            } catch {
+                failStore(since: mark, on: connection, error)
+            }
         }
     }
 
@@ -291,6 +324,8 @@ extension Worker {
 
     func writeAnswer(_ job: WriteJob) -> Void {
         let connection = job.connection
+        // Answered either way: the lines behind it may go on.
+        if case .barrier = job.operation { connection.barrierInFlight = false }
         switch job.outcome {
         case .stored:
             reserve(7, connection)
@@ -309,6 +344,11 @@ extension Worker {
         case .flushed:
             reserve(3, connection)
             out.append("OK\n")
+        case .barrierPassed:
+            guard case .barrier(let read) = job.operation else { preconditionFailure("only a barrier passes") }
+            job.withArguments { argument in
+                serveTableRead(read, after: job.argumentCount > 0 ? argument(0) : nil, connection)
+            }
         case .notFound:
             job.withArguments { argument in appendAbsent(argument(0), exists: false, connection) }
         case .failed(let reason):
@@ -322,6 +362,7 @@ extension Worker {
         context.workerStatistics[index].publish(counters)
         let storeRows: Int
         do {
+            try beginReadTransaction()
             storeRows = try reader!.count()
         } catch {
             return reply(storeError: error, to: connection)

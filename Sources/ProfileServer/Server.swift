@@ -18,8 +18,14 @@ public struct StartupError: Error, CustomStringConvertible, Sendable {
 public final class Server {
     private let configuration: ServerConfiguration
     private let context: ServerContext
+    /// The table's writer, for the folder's last checkpoint at shutdown.
     private let storeWriter: any ProfileWriter
     private let checkpointWriter: any ProfileWriter
+    /// The writer thread's: appends to the write log, and reads the table for UPDATE and DEL.
+    private let logWriter: any WriteLogWriter
+    private let writerReader: any ProfileReader
+    /// The folder thread's.
+    private let logFolder: any WriteLogFolder
     private let checkpointer = Checkpointer()
     private var workers: [Worker] = []
     private var listeners: [(fd: Int32, event: OpaquePointer?)] = []
@@ -55,12 +61,19 @@ public final class Server {
                                            writerCacheMebibytes: configuration.writerCacheMebibytes)
             storeWriter = try store.makeWriter()
             checkpointWriter = try store.makeWriter()
+            logWriter = try store.makeWriteLogWriter()
+            writerReader = try store.makeReader()
+            logFolder = try store.makeWriteLogFolder()
         } catch {
             throw StartupError("\(error)")
         }
-        let cache = ProfileCache(limitBytes: configuration.cacheMegabytes * 1_048_576)
+        let cacheBytes = configuration.cacheMegabytes * 1_048_576
+        let cache = ProfileCache(limitBytes: cacheBytes)
         let statistics = ServerStatistics()
-        let writer = WriteCoordinator(store: store, cache: cache, statistics: statistics)
+        // Writes not yet folded stay pinned in the cache; up to half of it (at least 8 MiB)
+        // before new writes wait for a fold.
+        let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: max(cacheBytes / 2, 8 << 20),
+                                      lastSequence: logWriter.lastSequence)
         let threads = configuration.threads > 0 ? configuration.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         context = ServerContext(configuration: configuration, cache: cache, store: store, writer: writer,
                                 tokens: TokenRegistry(tokenTable), statistics: statistics, workerCount: threads)
@@ -118,9 +131,13 @@ public final class Server {
         sigaddset(&stopSignals, SIGHUP)
         pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         let context = self.context
-        // The writer connection moves to the writer thread for good; nothing here touches it again.
+        // Each connection moves to its thread for good; nothing here touches it again.
+        nonisolated(unsafe) let logWriter = self.logWriter
+        nonisolated(unsafe) let writerReader = self.writerReader
+        let writerThread = startThread { context.writer.run(log: logWriter, reader: writerReader) }
+        nonisolated(unsafe) let logFolder = self.logFolder
         nonisolated(unsafe) let storeWriter = self.storeWriter
-        let writerThread = startThread { context.writer.run(writer: storeWriter) }
+        let folderThread = startThread { context.writer.runFolder(folder: logFolder, writer: storeWriter) }
         nonisolated(unsafe) let checkpointWriter = self.checkpointWriter
         let checkpointer = self.checkpointer
         let checkpointerThread = startThread { checkpointer.run(writer: checkpointWriter) }
@@ -154,6 +171,9 @@ public final class Server {
         pthread_join(checkpointerThread, nil)
         context.writer.stop()
         pthread_join(writerThread, nil)
+        // Then the folder merges what is left of the log into the table and checkpoints.
+        context.writer.stopFolder()
+        pthread_join(folderThread, nil)
         workers.removeAll()
         Log.info("stopped")
     }

@@ -13,7 +13,7 @@ func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     return thread
 }
 
-/// A mutex with one condition variable, for the writer's queue.
+/// A mutex with one condition variable, for the writer's queue and its hand-offs with the folder.
 ///
 /// Thread-safe: that is its purpose. The pthread objects live in memory this object owns.
 final class ConditionLock: @unchecked Sendable {
@@ -37,6 +37,8 @@ final class ConditionLock: @unchecked Sendable {
     /// Waits for a signal; call with the lock held.
     func wait() { pthread_cond_wait(condition, mutex) }
     func signal() { pthread_cond_signal(condition) }
+    /// Wakes every waiter: for a lock two threads wait on, each for its own reason.
+    func broadcast() { pthread_cond_broadcast(condition) }
     /// Waits for a signal or the wall-clock deadline; call with the lock held.
     func wait(until deadline: timespec) {
         var deadline = deadline

@@ -264,9 +264,14 @@ final class Worker: @unchecked Sendable {
         updateInterest(connection)
     }
 
-    /// Opens the pass's read transaction if it is not open yet.
+    /// Opens the pass's read transaction, or a new one when the writer published since the
+    /// open one began: a fold may have unpinned, and the cache evicted, an entry whose write
+    /// that older snapshot of the table lacks.
     func beginReadTransaction() throws {
-        guard !readTransactionOpen else { return }
+        if readTransactionOpen {
+            guard !snapshotIsCurrent else { return }
+            endReadTransaction()
+        }
         snapshotBatches = context.writer.publishedBatches.load(ordering: .acquiring)
         try reader!.beginRead()
         readTransactionOpen = true

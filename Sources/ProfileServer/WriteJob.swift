@@ -11,6 +11,27 @@ final class WriteJob: @unchecked Sendable {
         case update(hasName: Bool, hasPortraitUri: Bool)
         case del
         case flushAll
+        /// Not a write: COUNT, RECENT, SCAN or STATS waiting until the table has every write
+        /// committed before it (they read the table, which lags the write log); the worker
+        /// serves the read when it is answered. SCAN's `after` is the job's argument.
+        case barrier(TableRead)
+    }
+
+    enum TableRead {
+        case count
+        case recent(limit: Int)
+        case scan(limit: Int)
+        /// STATS, for its store_rows.
+        case stats
+
+        var verb: Verb {
+            switch self {
+            case .count: .count
+            case .recent: .recent
+            case .scan: .scan
+            case .stats: .stats
+            }
+        }
     }
 
     enum Outcome {
@@ -21,6 +42,7 @@ final class WriteJob: @unchecked Sendable {
         case deleted
         case notFound
         case flushed
+        case barrierPassed
         case failed(String)
     }
 
@@ -66,6 +88,7 @@ final class WriteJob: @unchecked Sendable {
         }
     }
 
+    /// The verb whose latency this job's answer ends.
     var verb: Verb {
         switch operation {
         case .set: .set
@@ -73,6 +96,7 @@ final class WriteJob: @unchecked Sendable {
         case .update: .update
         case .del: .del
         case .flushAll: .flushall
+        case .barrier(let read): read.verb
         }
     }
 

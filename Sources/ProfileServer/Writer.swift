@@ -4,31 +4,74 @@ import ProfileProtocol
 import ProfileStore
 import Synchronization
 
-/// The single writer: group commit for every write the server accepts.
+/// The single writer and the folder: group commit for every write the server accepts.
 ///
-/// Workers call `submit` from their threads; everything else runs on the writer's own thread.
-/// Writes that arrive while a commit is running wait together and go into the next
-/// transaction; each is answered only after that transaction committed and the cache holds
-/// the new value, so no connection can read anything older once the reply is out.
+/// Writes are committed to the store's write log (appends, cheap whatever ids they touch)
+/// and their values pinned in the cache, which then holds every write the table does not
+/// have yet; a folder thread merges each generation of the log into the table in one sorted
+/// pass, unpins it, and the writer empties it. Reads of the cache are therefore always
+/// current, and a miss may read the table.
+///
+/// Workers call `submit` from their threads; `run` belongs to the writer thread and
+/// `runFolder` to the folder thread. Writes that arrive while a commit is running wait
+/// together and go into the next transaction; each is answered only after that transaction
+/// committed and the cache holds the new value, so no connection can read anything older
+/// once the reply is out.
 final class WriteCoordinator: @unchecked Sendable {
+    /// Guards everything below up to the writer-thread state; both threads wait on it.
     private let lock = ConditionLock()
     private var queue: [WriteJob] = []
     private var stopping = false
-    private let store: any ProfileStore
-    private let cache: ProfileCache
-    private let statistics: ServerStatistics
-    /// Encodes VALUE lines for the cache; used on the writer thread only.
+    private var writerFinished = false
+    private var folderStopping = false
+    /// The folder asks the writer to switch generations; the writer answers with the
+    /// generation to fold, between two of its transactions.
+    private var flipRequested = false
+    private var foldingGeneration: Int?
+    private var foldPending = false
+    /// A generation merged into the table, for the writer to empty.
+    private var mergedGeneration: Int?
+    /// A FLUSHALL the writer hands the folder, which owns the table's writes.
+    private var flushRequest: WriteJob?
+    /// Log rows committed to each generation and not yet emptied.
+    private var rowsInGeneration = [0, 0]
+    /// Bytes of cache entries pinned in each generation (an upper bound: a rewritten id counts twice).
+    private var pinnedBytes = [0, 0]
+    /// The write sequence through which the table has every write.
+    private var foldedThrough: Int64 = 0
+    private var sequenceAtFlip: Int64 = 0
+    /// Why the last fold failed, for the barriers waiting on it; cleared when they are answered.
+    private var foldFailure: String?
+
+    // Writer thread only.
+    private var writeGeneration = 0
+    private var barriers: [(job: WriteJob, sequence: Int64)] = []
+    /// Encodes VALUE lines for the cache.
     private let scratch: UnsafeMutableRawPointer
     private let scratchCapacity = 65536
-    /// Counts batches published: bumped after a commit's values are in the cache and before
-    /// anyone is answered. A reader whose snapshot began before a bump may hold older values,
-    /// so it must not put them into the cache.
-    let publishedBatches = Atomic<Int>(0)
 
-    init(store: any ProfileStore, cache: ProfileCache, statistics: ServerStatistics) {
-        self.store = store
+    private let cache: ProfileCache
+    private let statistics: ServerStatistics
+    /// Pins beyond this wait for a fold: the cache may exceed its budget by about this much.
+    private let pinLimitBytes: Int
+
+    /// Counts batches published, and folds: bumped after a commit's values are in the cache
+    /// and before anyone is answered, and after a fold committed and before its entries are
+    /// unpinned. A reader whose snapshot began before a bump may hold older values, so it
+    /// must not put them into the cache, and must start a new snapshot before it trusts a miss.
+    let publishedBatches = Atomic<Int>(0)
+    /// The newest write sequence committed to the log, and the newest the table has: when
+    /// they differ, COUNT, RECENT and SCAN wait for a fold (see `WriteJob.Operation.barrier`).
+    let committedSequence = Atomic<Int>(0)
+    let foldedSequence = Atomic<Int>(0)
+
+    init(cache: ProfileCache, statistics: ServerStatistics, pinLimitBytes: Int, lastSequence: Int64) {
         self.cache = cache
         self.statistics = statistics
+        self.pinLimitBytes = pinLimitBytes
+        foldedThrough = lastSequence
+        committedSequence.store(Int(lastSequence), ordering: .relaxed)
+        foldedSequence.store(Int(lastSequence), ordering: .relaxed)
         scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchCapacity, alignment: 16)
     }
 
@@ -39,124 +82,316 @@ final class WriteCoordinator: @unchecked Sendable {
         lock.lock()
         queue.append(contentsOf: jobs)
         lock.unlock()
-        lock.signal()
+        lock.broadcast()
     }
 
-    /// Asks the loop to finish once the queue is empty.
+    /// Asks the writer to finish once the queue is empty.
     func stop() {
         lock.lock()
         stopping = true
         lock.unlock()
-        lock.signal()
+        lock.broadcast()
     }
 
-    /// The writer thread's loop: returns after `stop` once every queued job is answered,
-    /// with the WAL checkpointed.
-    func run(writer: any ProfileWriter) {
+    /// Asks the folder to merge what is left and finish; after the writer finished.
+    func stopFolder() {
+        lock.lock()
+        folderStopping = true
+        lock.unlock()
+        lock.broadcast()
+    }
+
+    /// Whether the table lacks writes committed so far; any thread.
+    var hasUnfoldedWrites: Bool {
+        committedSequence.load(ordering: .acquiring) != foldedSequence.load(ordering: .acquiring)
+    }
+
+    // MARK: The writer thread
+
+    /// The writer thread's loop: returns after `stop` once every queued job is answered.
+    ///
+    /// - Parameters:
+    ///   - log: appends to the write log.
+    ///   - reader: reads the table for UPDATE and DEL of ids the cache does not hold.
+    func run(log: any WriteLogWriter, reader: any ProfileReader) {
         var batch: [WriteJob] = []
         while true {
             lock.lock()
-            while queue.isEmpty && !stopping { lock.wait() }
-            if queue.isEmpty && stopping {
+            while !writerHasWork { lock.wait() }
+            if queue.isEmpty && stopping && mergedGeneration == nil && !flipRequested && barriers.isEmpty {
+                writerFinished = true
                 lock.unlock()
+                lock.broadcast()
                 break
             }
-            swap(&batch, &queue)
+            if pinnedBytes[0] + pinnedBytes[1] < pinLimitBytes { swap(&batch, &queue) }
+            let merged = mergedGeneration
+            mergedGeneration = nil
+            if flipRequested {
+                // The folder merges the generation written so far; new writes go to the other.
+                // All in this one critical section: the folder asks for the next flip only
+                // once it sees this one.
+                precondition(foldingGeneration == nil, "a flip while a generation is being folded")
+                flipRequested = false
+                foldingGeneration = writeGeneration
+                foldPending = true
+                sequenceAtFlip = log.lastSequence
+                writeGeneration = 1 - writeGeneration
+                lock.broadcast()
+            }
             lock.unlock()
 
-            commit(batch, writer: writer)
-            deliver(batch)
-            batch.removeAll(keepingCapacity: true)
-        }
-        do {
-            try writer.checkpoint()
-        } catch {
-            Log.warn("checkpoint failed at shutdown", ["error": "\(error)"])
+            if let merged { empty(generation: merged, log: log) }
+            if !batch.isEmpty {
+                commit(batch, log: log, reader: reader)
+                deliver(batch.filter { if case .barrier = $0.operation { false } else { true } })
+                batch.removeAll(keepingCapacity: true)
+            }
+            answerBarriers()
         }
     }
 
-    /// Commits the batch in one transaction. If that fails, every job in it is answered
-    /// ERROR STORE and none of them changed anything: what fails a commit here (a full disk,
-    /// an I/O error, a lock held past the busy timeout) fails any smaller commit too.
-    private func commit(_ batch: [WriteJob], writer: any ProfileWriter) {
+    /// Checked with the lock held.
+    private var writerHasWork: Bool {
+        (!queue.isEmpty && pinnedBytes[0] + pinnedBytes[1] < pinLimitBytes)
+            || mergedGeneration != nil || flipRequested
+            || (!barriers.isEmpty && (barriers[0].sequence <= foldedThrough || foldFailure != nil))
+            || (stopping && queue.isEmpty && barriers.isEmpty)
+    }
+
+    /// Empties a generation the folder merged and unpinned; then the folder may flip again.
+    private func empty(generation: Int, log: any WriteLogWriter) {
         do {
-            try writer.transaction {
-                for job in batch { try apply(job, writer: writer) }
-            }
-            for job in batch { publish(job) }
-            publishedBatches.add(1, ordering: .releasing)
+            try log.truncate(generation: generation)
         } catch {
+            // The rows are in the table already; the generation cannot be reused until it is
+            // empty, so the writer tries again shortly (meanwhile writes still go to the other).
             let reason = oneLine("\(error)")
-            Log.warn("write failed; nothing of it was committed", ["jobs": "\(batch.count)", "error": reason])
-            for job in batch { job.outcome = .failed(reason) }
+            Log.warn("emptying a merged log generation failed; retrying", ["error": reason])
+            usleep(100_000)
+            lock.lock()
+            mergedGeneration = generation
+            // No fold can start meanwhile: reads waiting for one get the error.
+            foldFailure = reason
+            lock.unlock()
+            return
         }
+        lock.lock()
+        rowsInGeneration[generation] = 0
+        pinnedBytes[generation] = 0
+        foldingGeneration = nil
+        lock.unlock()
+        lock.broadcast()
     }
 
-    /// Executes one job inside the open transaction; sets its tentative outcome.
-    private func apply(_ job: WriteJob, writer: any ProfileWriter) throws {
-        job.updatedReply.removeAll()
-        try job.withArguments { argument in
+    /// Commits the batch: runs of SET and MSET share one transaction; UPDATE and DEL read the
+    /// current profile first, so each commits what came before it and then goes alone.
+    private func commit(_ batch: [WriteJob], log: any WriteLogWriter, reader: any ProfileReader) {
+        var run: [WriteJob] = []
+        for job in batch {
             switch job.operation {
-            case .set:
-                try writer.upsert(userId: argument(0), name: argument(1), portraitUri: argument(2))
-                job.outcome = .stored
-            case .mset(let triples):
-                for t in 0..<triples {
-                    try writer.upsert(userId: argument(3 * t), name: argument(3 * t + 1), portraitUri: argument(3 * t + 2))
-                }
-                job.outcome = .storedCount(triples)
-            case .update(let hasName, let hasPortraitUri):
-                var next = 1
-                let name: UnsafeRawBufferPointer? = hasName ? argument(next) : nil
-                if hasName { next += 1 }
-                let portraitUri: UnsafeRawBufferPointer? = hasPortraitUri ? argument(next) : nil
-                job.outcome = .notFound
-                try writer.update(userId: argument(0), name: name, portraitUri: portraitUri) { row in
-                    guard let row else { return }
-                    let count = ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
-                    job.updatedReply = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-                        initialized = ReplyEncoder.writeValueLine(userId: row.userId, name: row.name,
-                                                                  portraitUri: row.portraitUri, to: buffer.baseAddress!)
-                    }
-                    job.outcome = .updated
-                }
-            case .del:
-                job.outcome = try writer.delete(userId: argument(0)) ? .deleted : .notFound
+            case .set, .mset:
+                run.append(job)
+            case .update, .del:
+                commit(run, log: log)
+                run.removeAll(keepingCapacity: true)
+                commitReadingCurrent(job, log: log, reader: reader)
             case .flushAll:
-                try writer.deleteAll()
-                job.outcome = .flushed
+                commit(run, log: log)
+                run.removeAll(keepingCapacity: true)
+                flush(job)
+            case .barrier:
+                // Everything acknowledged before it was committed before it.
+                let sequence = Int64(committedSequence.load(ordering: .relaxed))
+                job.outcome = .barrierPassed
+                barriers.append((job, sequence))
             }
         }
+        commit(run, log: log)
     }
 
-    /// After commit: make the cache authoritative for what the job wrote, and count it.
-    private func publish(_ job: WriteJob) {
-        job.withArguments { argument in
-            switch (job.operation, job.outcome) {
-            case (.set, _):
-                cacheValue(userId: argument(0), name: argument(1), portraitUri: argument(2))
-            case (.mset(let triples), _):
-                for t in 0..<triples {
-                    cacheValue(userId: argument(3 * t), name: argument(3 * t + 1), portraitUri: argument(3 * t + 2))
+    /// Commits SETs and MSETs in one log transaction. If that fails, every job in it is
+    /// answered ERROR STORE and none of them changed anything: what fails a commit here (a
+    /// full disk, an I/O error, a lock held past the busy timeout) fails a smaller one too.
+    private func commit(_ jobs: [WriteJob], log: any WriteLogWriter) {
+        guard !jobs.isEmpty else { return }
+        let generation = writeGeneration
+        do {
+            try log.transaction {
+                for job in jobs {
+                    try job.withArguments { argument in
+                        switch job.operation {
+                        case .set:
+                            try log.append(generation: generation, userId: argument(0), name: argument(1),
+                                           portraitUri: argument(2))
+                            job.outcome = .stored
+                        case .mset(let triples):
+                            for t in 0..<triples {
+                                try log.append(generation: generation, userId: argument(3 * t),
+                                               name: argument(3 * t + 1), portraitUri: argument(3 * t + 2))
+                            }
+                            job.outcome = .storedCount(triples)
+                        default:
+                            preconditionFailure("only SET and MSET share a transaction")
+                        }
+                    }
                 }
-            case (.update, .updated):
-                job.updatedReply.withUnsafeBytes { cache.store(argument(0), reply: $0) }
-            case (.del, .deleted):
-                cache.store(argument(0), reply: nil)
-                statistics.profilesDeleted.add(1, ordering: .relaxed)
-            case (.flushAll, _):
-                cache.removeAll()
-            default:
-                break
             }
+        } catch {
+            fail(jobs, error)
+            return
         }
-        let written = job.profilesWritten
-        if written > 0 { statistics.profilesWritten.add(written, ordering: .relaxed) }
+        var rows = 0
+        var bytes = 0
+        for job in jobs {
+            job.withArguments { argument in
+                let triples = if case .mset(let n) = job.operation { n } else { 1 }
+                for t in 0..<triples {
+                    bytes += cacheValue(userId: argument(3 * t), name: argument(3 * t + 1),
+                                        portraitUri: argument(3 * t + 2), generation: generation)
+                }
+                rows += triples
+            }
+            statistics.profilesWritten.add(job.profilesWritten, ordering: .relaxed)
+        }
+        published(rows: rows, bytes: bytes, generation: generation, log: log)
     }
 
-    private func cacheValue(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) {
+    /// UPDATE and DEL: the current profile comes from the cache, which holds every write the
+    /// table lacks, or else from the table.
+    private func commitReadingCurrent(_ job: WriteJob, log: any WriteLogWriter, reader: any ProfileReader) {
+        let generation = writeGeneration
+        do {
+            try job.withArguments { argument in
+                let userId = argument(0)
+                guard let current = try currentProfile(userId, reader: reader) else {
+                    job.outcome = .notFound
+                    return
+                }
+                switch job.operation {
+                case .update(let hasName, let hasPortraitUri):
+                    var next = 1
+                    let name = hasName ? Array(argument(next)) : current.name
+                    if hasName { next += 1 }
+                    let portraitUri = hasPortraitUri ? Array(argument(next)) : current.portraitUri
+                    try name.withUnsafeBytes { name in
+                        try portraitUri.withUnsafeBytes { portraitUri in
+                            try log.transaction {
+                                try log.append(generation: generation, userId: userId, name: name, portraitUri: portraitUri)
+                            }
+                            let bytes = cacheValue(userId: userId, name: name, portraitUri: portraitUri, generation: generation)
+                            job.outcome = .updated
+                            statistics.profilesWritten.add(1, ordering: .relaxed)
+                            published(rows: 1, bytes: bytes, generation: generation, log: log)
+                        }
+                    }
+                case .del:
+                    try log.transaction { try log.appendRemoval(generation: generation, userId: userId) }
+                    cache.store(userId, reply: nil, pinnedIn: generation)
+                    job.outcome = .deleted
+                    statistics.profilesDeleted.add(1, ordering: .relaxed)
+                    published(rows: 1, bytes: userId.count + 16, generation: generation, log: log)
+                default:
+                    preconditionFailure("only UPDATE and DEL read the current profile")
+                }
+            }
+        } catch {
+            fail([job], error)
+        }
+    }
+
+    /// The profile as it is now, fields copied out; nil when there is none.
+    private func currentProfile(_ userId: UnsafeRawBufferPointer,
+                                reader: any ProfileReader) throws -> (name: [UInt8], portraitUri: [UInt8])? {
+        enum Cached { case line([UInt8]), absent, miss }
+        let cached: Cached = cache.lookup(userId) { found in
+            switch found {
+            case .hit(let reply): .line(Array(reply))
+            case .absent: .absent
+            case .miss: .miss
+            }
+        }
+        switch cached {
+        case .absent:
+            return nil
+        case .line(let line):
+            // A reply line the writer or a reader encoded: VALUE id name uri, LF.
+            let tokens = try LineTokenizer.tokens(of: line.dropLast())
+            guard tokens.count == 4 else { preconditionFailure("a cached reply is not a VALUE line") }
+            return (tokens[2], tokens[3])
+        case .miss:
+            return try reader.lookup(userId) { row in
+                row.map { (Array($0.name), Array($0.portraitUri)) }
+            }
+        }
+    }
+
+    /// FLUSHALL: the folder empties table and log in one transaction (it owns the table's
+    /// writes); the writer waits for it, so no write overtakes the flush.
+    private func flush(_ job: WriteJob) {
+        lock.lock()
+        flushRequest = job
+        lock.broadcast()
+        while flushRequest != nil { lock.wait() }
+        if case .flushed = job.outcome {
+            rowsInGeneration = [0, 0]
+            pinnedBytes = [0, 0]
+            foldedThrough = Int64(committedSequence.load(ordering: .relaxed))
+            foldedSequence.store(Int(foldedThrough), ordering: .releasing)
+        }
+        lock.unlock()
+        if case .flushed = job.outcome {
+            // Bumped before the entries go, so a reader that misses afterwards starts a new snapshot.
+            publishedBatches.add(1, ordering: .releasing)
+            cache.removeAll()
+        }
+    }
+
+    /// After a commit: count what it pinned, make it visible, and wake the folder.
+    private func published(rows: Int, bytes: Int, generation: Int, log: any WriteLogWriter) {
+        committedSequence.store(Int(log.lastSequence), ordering: .releasing)
+        publishedBatches.add(1, ordering: .releasing)
+        lock.lock()
+        rowsInGeneration[generation] += rows
+        pinnedBytes[generation] += bytes
+        lock.unlock()
+        lock.broadcast()
+    }
+
+    private func fail(_ jobs: [WriteJob], _ error: any Error) {
+        let reason = oneLine("\(error)")
+        Log.warn("write failed; nothing of it was committed", ["jobs": "\(jobs.count)", "error": reason])
+        for job in jobs { job.outcome = .failed(reason) }
+    }
+
+    /// Pins the new VALUE line in the cache; returns its size.
+    private func cacheValue(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer,
+                            portraitUri: UnsafeRawBufferPointer, generation: Int) -> Int {
         let count = ReplyEncoder.writeValueLine(userId: userId, name: name, portraitUri: portraitUri, to: scratch)
-        cache.store(userId, reply: UnsafeRawBufferPointer(start: scratch, count: count))
+        cache.store(userId, reply: UnsafeRawBufferPointer(start: scratch, count: count), pinnedIn: generation)
+        return count + 32
+    }
+
+    /// Answers the barriers whose writes the table has by now; when a fold failed, the rest
+    /// get its error: their read cannot see every write before it.
+    private func answerBarriers() {
+        guard !barriers.isEmpty else { return }
+        lock.lock()
+        let through = foldedThrough
+        let failure = foldFailure
+        foldFailure = nil
+        lock.unlock()
+        var ready: [WriteJob] = []
+        while let first = barriers.first, first.sequence <= through {
+            ready.append(first.job)
+            barriers.removeFirst()
+        }
+        if let failure {
+            for (job, _) in barriers { job.outcome = .failed(failure) }
+            ready += barriers.map(\.job)
+            barriers.removeAll()
+        }
+        if !ready.isEmpty { deliver(ready) }
     }
 
     /// Hands answered jobs back to the workers that own their connections, in order.
@@ -171,6 +406,87 @@ final class WriteCoordinator: @unchecked Sendable {
             }
         }
         for (worker, jobs) in byWorker { worker.post(.answered(jobs)) }
+    }
+
+    // MARK: The folder thread
+
+    /// The folder thread's loop: merges each generation the writer hands it into the table,
+    /// and runs FLUSHALL. After `stopFolder` it merges what is left and checkpoints.
+    ///
+    /// - Parameters:
+    ///   - folder: its connection to the table, with the log attached.
+    ///   - writer: the table's writer, for the last checkpoint.
+    func runFolder(folder: any WriteLogFolder, writer: any ProfileWriter) {
+        var failures = 0
+        while true {
+            lock.lock()
+            while !folderHasWork { lock.wait() }
+            if let job = flushRequest {
+                lock.unlock()
+                do {
+                    try folder.deleteEverything()
+                    job.outcome = .flushed
+                } catch {
+                    fail([job], error)
+                }
+                lock.lock()
+                flushRequest = nil
+                lock.unlock()
+                lock.broadcast()
+                continue
+            }
+            if folderStopping && writerFinished && !foldPending {
+                lock.unlock()
+                break
+            }
+            if foldPending, let generation = foldingGeneration {
+                let through = sequenceAtFlip
+                lock.unlock()
+                do {
+                    try folder.fold(generation: generation)
+                    failures = 0
+                } catch {
+                    failures += 1
+                    let reason = oneLine("\(error)")
+                    if failures == 1 { Log.warn("merging the write log into the table failed; retrying", ["error": reason]) }
+                    lock.lock()
+                    foldFailure = reason
+                    lock.unlock()
+                    lock.broadcast()
+                    usleep(useconds_t(min(failures, 10) * 100_000))
+                    continue
+                }
+                // Readers must not trust a snapshot from before this commit once entries go.
+                publishedBatches.add(1, ordering: .releasing)
+                cache.unpin(generation: generation)
+                lock.lock()
+                foldPending = false
+                mergedGeneration = generation
+                foldedThrough = through
+                foldedSequence.store(Int(through), ordering: .releasing)
+                lock.unlock()
+                lock.broadcast()
+                continue
+            }
+            // Nothing being merged and rows waiting: ask for a flip.
+            flipRequested = true
+            lock.unlock()
+            lock.broadcast()
+        }
+        do {
+            try folder.foldAll()
+            try writer.checkpoint()
+        } catch {
+            Log.warn("merging the write log at shutdown failed; the next start merges it", ["error": "\(error)"])
+        }
+    }
+
+    /// Checked with the lock held.
+    private var folderHasWork: Bool {
+        if flushRequest != nil || foldPending { return true }
+        if folderStopping && writerFinished { return true }
+        // While nothing is being folded the other generation is empty: any rows are new writes.
+        return foldingGeneration == nil && !flipRequested && rowsInGeneration[0] + rowsInGeneration[1] > 0
     }
 }
 

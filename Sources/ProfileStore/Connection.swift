@@ -9,15 +9,17 @@ final class Connection {
 
     /// Opens the file with the store's busy timeout and extended result codes.
     ///
-    /// - Parameter create: create the file when it is missing (only the store's
-    ///   first connection does; later ones expect the file it validated).
-    init(file: StoreFile, create: Bool = false) throws(StoreError) {
+    /// - Parameters:
+    ///   - path: the file to open, when not the store's own: its write log's.
+    ///   - create: create the file when it is missing (only the store's
+    ///     first connection does; later ones expect the file it validated).
+    init(file: StoreFile, path: String? = nil, create: Bool = false) throws(StoreError) {
         self.file = file
         _ = sqliteConfigured
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
             | (create ? SQLITE_OPEN_CREATE : 0)
-        let code = sqlite3_open_v2(file.path, &opened, flags, nil)
+        let code = sqlite3_open_v2(path ?? file.path, &opened, flags, nil)
         guard code == SQLITE_OK, let opened else {
             let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
             sqlite3_close_v2(opened)

@@ -86,6 +86,10 @@ public protocol ProfileWriter: AnyObject {
 public protocol ProfileStore: AnyObject, Sendable {
     func makeReader() throws -> any ProfileReader
     func makeWriter() throws -> any ProfileWriter
+    /// The server's way in: writes committed to the write log first (see `WriteLogWriter`).
+    func makeWriteLogWriter() throws -> any WriteLogWriter
+    /// Merges the write log into the table (see `WriteLogFolder`).
+    func makeWriteLogFolder() throws -> any WriteLogFolder
     /// Names the store in logs, e.g. its path.
     var description: String { get }
 }

@@ -12,7 +12,8 @@ public enum SynchronousMode: Sendable {
     case full
 }
 
-/// A store in one SQLite file in WAL mode.
+/// A store in one SQLite file in WAL mode, with its write log beside it (`<path>-writes`,
+/// see `WriteLogFile`).
 ///
 /// Opening validates the file, creates it (and its parent directories) on
 /// first use, and takes a process-exclusive lock on it that lasts until the
@@ -44,6 +45,13 @@ public final class SQLiteProfileStore: ProfileStore {
         file = try StoreFile(path: path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         writerCacheKibibytes = writerCacheMebibytes * 1024
         try Schema.prepare(file)
+        try WriteLogFile.prepare(file)
+        // Writes a server committed to the log but did not merge before it stopped (a crash)
+        // go into the table now, before anyone reads or writes the table directly.
+        let folder = try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes)
+        if try folder.logRows() > 0 {
+            try folder.foldAll()
+        }
     }
 
     private let writerCacheKibibytes: Int
@@ -54,6 +62,14 @@ public final class SQLiteProfileStore: ProfileStore {
 
     public func makeWriter() throws -> any ProfileWriter {
         try SQLiteProfileWriter(file: file, cacheKibibytes: writerCacheKibibytes)
+    }
+
+    public func makeWriteLogWriter() throws -> any WriteLogWriter {
+        try SQLiteWriteLogWriter(file: file)
+    }
+
+    public func makeWriteLogFolder() throws -> any WriteLogFolder {
+        try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes)
     }
 
     public var description: String { file.path }

@@ -11,6 +11,8 @@ import Synchronization
 /// Threading: thread-safe.
 final class StoreFile: Sendable {
     let path: String
+    /// The write log beside the database: see `WriteLogFile`.
+    var logPath: String { path + "-writes" }
     let synchronous: SynchronousMode
     let busyTimeoutMilliseconds: Int32
     /// An open descriptor of `<path>.lock` holding flock(LOCK_EX). It is a

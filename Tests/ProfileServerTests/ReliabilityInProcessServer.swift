@@ -5,12 +5,12 @@ import ProfileClient
 @testable import ProfileServer
 import ProfileStore
 
-/// The server's own worker and group-commit writer, run in this process on a store the test
+/// The server's own worker, group-commit writer and folder, run in this process on a store the test
 /// holds, so the test can inject faults into the store (`SQLiteProfileStore.setFault`) that no
 /// flag of the binary reaches. Only the acceptor is the test's: `connect` accepts and hands the
 /// socket to the worker the way the server's acceptor does.
 ///
-/// Threading: use it from one thread; the worker and the writer run on threads of their own.
+/// Threading: use it from one thread; the worker, the writer and the folder run on threads of their own.
 final class InProcessServer {
     let store: SQLiteProfileStore
     let statistics: ServerStatistics
@@ -18,23 +18,28 @@ final class InProcessServer {
     private let worker: Worker
     private let listener: Int32
     private let port: UInt16
-    private var threads: (worker: pthread_t, writer: pthread_t)?
+    private var threads: (worker: pthread_t, writer: pthread_t, folder: pthread_t)?
 
     init(path: String, busyTimeoutMilliseconds: Int32 = 200) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
         Log.level = .error
         store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         nonisolated(unsafe) let storeWriter = try store.makeWriter()
+        nonisolated(unsafe) let logWriter = try store.makeWriteLogWriter()
+        nonisolated(unsafe) let writerReader = try store.makeReader()
+        nonisolated(unsafe) let logFolder = try store.makeWriteLogFolder()
         let cache = ProfileCache(limitBytes: 8 << 20)
         statistics = ServerStatistics()
-        let writer = WriteCoordinator(store: store, cache: cache, statistics: statistics)
+        let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: 8 << 20,
+                                      lastSequence: logWriter.lastSequence)
         context = ServerContext(configuration: ServerConfiguration(), cache: cache, store: store, writer: writer,
                                 tokens: TokenRegistry(nil), statistics: statistics, workerCount: 1)
         worker = try Worker(index: 0, context: context)
         listener = try listenTCP(host: "127.0.0.1", port: 0)[0]
         port = boundPort(of: listener)
         let worker = self.worker
-        threads = (startThread { worker.run() }, startThread { writer.run(writer: storeWriter) })
+        threads = (startThread { worker.run() }, startThread { writer.run(log: logWriter, reader: writerReader) },
+                   startThread { writer.runFolder(folder: logFolder, writer: storeWriter) })
     }
 
     /// A client connection served by the worker.
@@ -53,13 +58,15 @@ final class InProcessServer {
         return connection
     }
 
-    /// Stops the worker, then the writer, the way the server does on SIGTERM.
+    /// Stops the worker, then the writer, then the folder, the way the server does on SIGTERM.
     func stop() {
         guard let threads else { return }
         worker.post(.stop)
         pthread_join(threads.worker, nil)
         context.writer.stop()
         pthread_join(threads.writer, nil)
+        context.writer.stopFolder()
+        pthread_join(threads.folder, nil)
         self.threads = nil
     }
 

@@ -12,10 +12,12 @@ import Testing
         let c = try server.connect()
         try c.set(Profile(userId: "kept", name: "before", portraitUri: "u"))
 
-        // Another SQLite connection takes the write lock and holds it past the busy timeout.
+        // Another SQLite connection takes the write lock of the write log, where every write
+        // commits first, and holds it past the busy timeout.
         var db: OpaquePointer? = nil
-        #expect(sqlite3_open(server.databasePath, &db) == SQLITE_OK)
+        #expect(sqlite3_open(server.databasePath + "-writes", &db) == SQLITE_OK)
         defer { sqlite3_close(db) }
+        sqlite3_busy_timeout(db, 5000)
         #expect(sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil) == SQLITE_OK)
 
         c.send("SET", ["kept", "after", "u"])

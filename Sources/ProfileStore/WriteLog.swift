@@ -1,0 +1,319 @@
+import CSQLite
+
+/// The write log: a second SQLite file beside the database (`<path>-writes`) where the
+/// server commits its writes first, as rows appended in write-sequence order.
+///
+/// Why: an upsert of a random id into a large table dirties a random leaf of the table and
+/// one of `profiles_by_seq`, and each group commit writes every page it dirtied to the WAL
+/// again; appending to the log dirties one or two pages per commit however many rows it
+/// holds. A folder (`WriteLogFolder`) later merges a whole generation of the log into the
+/// table in one sorted pass, where many writes share each page. A separate file, so that
+/// the fold's long transaction on the database never holds up a commit to the log.
+///
+/// The log has two tables, `writes_0` and `writes_1`: the writer appends to one generation
+/// while the folder merges the other, and the merged one is emptied before the writer
+/// switches back to it. A row with a NULL name records a removal.
+enum WriteLogFile {
+    static let applicationId = Schema.applicationId
+    static let tables = ["writes_0", "writes_1"]
+
+    /// Creates the log file's tables when missing; refuses a file that is not a write log.
+    static func prepare(_ file: StoreFile) throws(StoreError) {
+        let connection = try Connection(file: file, path: file.logPath, create: true)
+        let application = Int32(truncatingIfNeeded: try connection.integer("PRAGMA application_id"))
+        let objects = try connection.integer("SELECT count(*) FROM sqlite_schema")
+        guard application == applicationId || (application == 0 && objects == 0) else {
+            throw StoreError(kind: .notADatabase, resultCode: SQLITE_NOTADB,
+                             message: "\(file.logPath) is not this store's write log", path: file.path)
+        }
+        let mode = try connection.text("PRAGMA journal_mode = WAL")
+        guard mode == "wal" else {
+            throw StoreError(kind: .other, resultCode: SQLITE_ERROR,
+                             message: "the write log cannot use write-ahead logging (journal mode stayed \(mode))",
+                             path: file.path)
+        }
+        try connection.applySynchronousMode()
+        guard objects == 0 else { return }
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            for table in tables {
+                try connection.execute("""
+                    CREATE TABLE IF NOT EXISTS \(table) (
+                        seq INTEGER PRIMARY KEY,
+                        user_id TEXT NOT NULL,
+                        name TEXT,
+                        portrait_uri TEXT
+                    )
+                    """)
+            }
+            try connection.execute("PRAGMA application_id = \(applicationId)")
+            try connection.execute("COMMIT")
+        } catch {
+            if connection.isInTransaction { try? connection.execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// The condition on a row of `rows` (a table or common table expression with the log's
+    /// columns) that it is the newest of its id.
+    static func isNewest(in rows: String) -> String {
+        "seq IN (SELECT max(seq) FROM \(rows) GROUP BY user_id)"
+    }
+}
+
+/// Appends writes to the log. Every row gets the next write sequence, counted on from the
+/// newest one in the database and the log when the log was opened.
+///
+/// Threading: one thread at a time (the server's writer thread).
+public protocol WriteLogWriter: AnyObject {
+    /// The write sequence of the newest row appended (or found when opening).
+    var lastSequence: Int64 { get }
+    /// BEGIN IMMEDIATE on the log; body; COMMIT. On any error: ROLLBACK and rethrow.
+    func transaction<R>(_ body: () throws -> R) throws -> R
+    /// Appends an upsert to generation `generation`'s table; inside `transaction`.
+    func append(generation: Int, userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer,
+                portraitUri: UnsafeRawBufferPointer) throws
+    /// Appends a removal to generation `generation`'s table; inside `transaction`.
+    func appendRemoval(generation: Int, userId: UnsafeRawBufferPointer) throws
+    /// Empties a generation the folder has merged into the database, in a transaction of its own.
+    func truncate(generation: Int) throws
+}
+
+/// Merges the log into the database's table.
+///
+/// Threading: one thread at a time (the server's folder thread, or whoever opens the store).
+public protocol WriteLogFolder: AnyObject {
+    /// Merges generation `generation` into the table in one transaction on the database,
+    /// leaving the log as it is: the writer empties it once the merge committed.
+    func fold(generation: Int) throws
+    /// Merges both generations into the table and empties the log: recovery at open, and the
+    /// last step at shutdown. Only while nobody appends to the log.
+    func foldAll() throws
+    /// Rows in the log, both generations.
+    func logRows() throws -> Int
+    /// Removes every profile from the table and every row from the log, in one transaction.
+    func deleteEverything() throws
+}
+
+final class SQLiteWriteLogWriter: WriteLogWriter {
+    private let connection: Connection
+    private let beginStatement: Statement
+    private let commitStatement: Statement
+    private let rollbackStatement: Statement
+    private let appendStatements: [Statement]
+    private let removalStatements: [Statement]
+    private let truncateStatements: [Statement]
+    private(set) var lastSequence: Int64
+    private var isInTransaction = false
+
+    init(file: StoreFile) throws(StoreError) {
+        let connection = try Connection(file: file, path: file.logPath)
+        self.connection = connection
+        try connection.execute("PRAGMA journal_size_limit = \(16 << 20)")
+        try connection.applySynchronousMode()
+        beginStatement = try Statement(connection, "BEGIN IMMEDIATE")
+        commitStatement = try Statement(connection, "COMMIT")
+        rollbackStatement = try Statement(connection, "ROLLBACK")
+        appendStatements = try WriteLogFile.tables.map { table throws(StoreError) in
+            try Statement(connection, "INSERT INTO \(table) (seq, user_id, name, portrait_uri) VALUES (?1, ?2, ?3, ?4)")
+        }
+        removalStatements = try WriteLogFile.tables.map { table throws(StoreError) in
+            try Statement(connection, "INSERT INTO \(table) (seq, user_id, name, portrait_uri) VALUES (?1, ?2, NULL, NULL)")
+        }
+        truncateStatements = try WriteLogFile.tables.map { table throws(StoreError) in
+            try Statement(connection, "DELETE FROM \(table)")
+        }
+        // The database's newest sequence too: after a fold the log may be empty.
+        let database = try Connection(file: file)
+        var newest = try database.integer("SELECT ifnull(max(seq), 0) FROM profiles")
+        for table in WriteLogFile.tables {
+            newest = max(newest, try connection.integer("SELECT ifnull(max(seq), 0) FROM \(table)"))
+        }
+        lastSequence = newest
+    }
+
+    func transaction<R>(_ body: () throws -> R) throws -> R {
+        let firstSequence = lastSequence
+        try step(beginStatement)
+        isInTransaction = true
+        defer { isInTransaction = false }
+        do {
+            let result = try body()
+            try checkFault(commitStatement)
+            try step(commitStatement)
+            return result
+        } catch {
+            // Sequences of rolled-back rows are handed out again.
+            lastSequence = firstSequence
+            if connection.isInTransaction {
+                _ = try? rollbackStatement.step()
+                rollbackStatement.reset()
+            }
+            throw error
+        }
+    }
+
+    func append(generation: Int, userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer,
+                portraitUri: UnsafeRawBufferPointer) throws {
+        precondition(isInTransaction, "append belongs inside transaction")
+        let statement = appendStatements[generation]
+        defer { statement.reset() }
+        try checkFault(statement)
+        try statement.bind(1, lastSequence + 1)
+        try statement.bind(2, userId)
+        try statement.bind(3, name)
+        try statement.bind(4, portraitUri)
+        _ = try statement.step()
+        lastSequence += 1
+    }
+
+    func appendRemoval(generation: Int, userId: UnsafeRawBufferPointer) throws {
+        precondition(isInTransaction, "appendRemoval belongs inside transaction")
+        let statement = removalStatements[generation]
+        defer { statement.reset() }
+        try checkFault(statement)
+        try statement.bind(1, lastSequence + 1)
+        try statement.bind(2, userId)
+        _ = try statement.step()
+        lastSequence += 1
+    }
+
+    func truncate(generation: Int) throws {
+        try transaction {
+            let statement = truncateStatements[generation]
+            defer { statement.reset() }
+            try checkFault(statement)
+            _ = try statement.step()
+        }
+    }
+
+    private func step(_ statement: Statement) throws(StoreError) {
+        defer { statement.reset() }
+        _ = try statement.step()
+    }
+
+    @inline(__always)
+    private func checkFault(_ statement: Statement) throws(StoreError) {
+        guard let code = connection.file.fault else { return }
+        throw StoreError(resultCode: code, message: "\(String(cString: sqlite3_errstr(code))) (injected)",
+                         sql: statement.sql, path: connection.file.path)
+    }
+}
+
+final class SQLiteWriteLogFolder: WriteLogFolder {
+    private let connection: Connection
+    private let foldStatements: [[Statement]]
+    private let foldAllStatements: [Statement]
+    private let deleteEverythingStatements: [Statement]
+    private let beginStatement: Statement
+    private let commitStatement: Statement
+    private let rollbackStatement: Statement
+    private let countStatement: Statement
+
+    /// - Parameter cacheKibibytes: the page cache of its connection to the database. The
+    ///   sorter behind each fold spills to temporary files beyond it, so memory stays flat
+    ///   however long the log grew.
+    init(file: StoreFile, cacheKibibytes: Int) throws(StoreError) {
+        let connection = try Connection(file: file)
+        self.connection = connection
+        try connection.execute("""
+            PRAGMA cache_size = -\(cacheKibibytes);
+            PRAGMA temp_store = FILE;
+            PRAGMA wal_autocheckpoint = \(SQLiteProfileWriter.checkpointPages);
+            PRAGMA journal_size_limit = \(SQLiteProfileWriter.logBytesKeptAfterCheckpoint);
+            """)
+        try connection.applySynchronousMode()
+        let attach = try Statement(connection, "ATTACH DATABASE ?1 AS log")
+        let bound = sqlite3_bind_text(attach.handle, 1, file.logPath, -1, profiled_sqlite_transient())
+        guard bound == SQLITE_OK else { throw connection.error(bound, sql: attach.sql) }
+        _ = try attach.step()
+        attach.reset()
+        // Deferred: BEGIN IMMEDIATE would take the write lock of the attached log as well and
+        // hold up the writer's commits for the whole fold. The table's lock comes with the
+        // first write; only this connection writes the table, so it cannot be lost meanwhile.
+        beginStatement = try Statement(connection, "BEGIN")
+        commitStatement = try Statement(connection, "COMMIT")
+        rollbackStatement = try Statement(connection, "ROLLBACK")
+        foldStatements = try WriteLogFile.tables.map { table throws(StoreError) in
+            try Self.merge(from: "SELECT * FROM log.\(table)", connection)
+        }
+        let both = WriteLogFile.tables.map { "SELECT * FROM log.\($0)" }.joined(separator: " UNION ALL ")
+        foldAllStatements = try Self.merge(from: both, connection)
+            + WriteLogFile.tables.map { table throws(StoreError) in try Statement(connection, "DELETE FROM log.\(table)") }
+        deleteEverythingStatements = try (["main.profiles"] + WriteLogFile.tables.map { "log.\($0)" }).map {
+            table throws(StoreError) in try Statement(connection, "DELETE FROM \(table)")
+        }
+        countStatement = try Statement(connection,
+            "SELECT " + WriteLogFile.tables.map { "(SELECT count(*) FROM log.\($0))" }.joined(separator: " + "))
+    }
+
+    /// The two statements that apply the newest row of each id among the log rows `source`
+    /// selects: upserts in id order (so neighbouring rows share pages), then removals.
+    private static func merge(from source: String, _ connection: Connection) throws(StoreError) -> [Statement] {
+        let newest = WriteLogFile.isNewest(in: "log_rows")
+        return [
+            try Statement(connection, """
+                WITH log_rows AS (\(source))
+                INSERT INTO main.profiles (user_id, name, portrait_uri, seq)
+                SELECT user_id, name, portrait_uri, seq FROM log_rows WHERE \(newest) AND name IS NOT NULL
+                ORDER BY user_id
+                ON CONFLICT (user_id) DO UPDATE
+                SET name = excluded.name, portrait_uri = excluded.portrait_uri, seq = excluded.seq
+                """),
+            try Statement(connection, """
+                WITH log_rows AS (\(source))
+                DELETE FROM main.profiles
+                WHERE user_id IN (SELECT user_id FROM log_rows WHERE \(newest) AND name IS NULL)
+                """),
+        ]
+    }
+
+    func fold(generation: Int) throws(StoreError) {
+        try run(foldStatements[generation])
+    }
+
+    func foldAll() throws(StoreError) {
+        try run(foldAllStatements)
+    }
+
+    func deleteEverything() throws(StoreError) {
+        try run(deleteEverythingStatements)
+    }
+
+    func logRows() throws(StoreError) -> Int {
+        defer { countStatement.reset() }
+        _ = try countStatement.step()
+        return Int(countStatement.int64(0))
+    }
+
+    /// Runs `statements` in one transaction.
+    private func run(_ statements: [Statement]) throws(StoreError) {
+        try step(beginStatement)
+        do {
+            for statement in statements {
+                try checkFault(statement)
+                try step(statement)
+            }
+            try checkFault(commitStatement)
+            try step(commitStatement)
+        } catch {
+            if connection.isInTransaction {
+                _ = try? rollbackStatement.step()
+                rollbackStatement.reset()
+            }
+            throw error
+        }
+    }
+
+    private func step(_ statement: Statement) throws(StoreError) {
+        defer { statement.reset() }
+        _ = try statement.step()
+    }
+
+    @inline(__always)
+    private func checkFault(_ statement: Statement) throws(StoreError) {
+        guard let code = connection.file.fault else { return }
+        throw StoreError(resultCode: code, message: "\(String(cString: sqlite3_errstr(code))) (injected)",
+                         sql: statement.sql, path: connection.file.path)
+    }
+}
