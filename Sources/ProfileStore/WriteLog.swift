@@ -109,7 +109,8 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
     init(file: StoreFile) throws(StoreError) {
         let connection = try Connection(file: file, path: file.logPath)
         self.connection = connection
-        try connection.execute("PRAGMA journal_size_limit = \(16 << 20)")
+        // Appends touch only the last pages of a table: a small page cache is enough.
+        try connection.execute("PRAGMA cache_size = -512; PRAGMA journal_size_limit = \(16 << 20)")
         try connection.applySynchronousMode()
         beginStatement = try Statement(connection, "BEGIN IMMEDIATE")
         commitStatement = try Statement(connection, "COMMIT")
@@ -228,6 +229,8 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
         guard bound == SQLITE_OK else { throw connection.error(bound, sql: attach.sql) }
         _ = try attach.step()
         attach.reset()
+        // The log is read once per fold, front to back.
+        try connection.execute("PRAGMA log.cache_size = -512")
         // Deferred: BEGIN IMMEDIATE would take the write lock of the attached log as well and
         // hold up the writer's commits for the whole fold. The table's lock comes with the
         // first write; only this connection writes the table, so it cannot be lost meanwhile.

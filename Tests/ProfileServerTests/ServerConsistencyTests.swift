@@ -5,6 +5,33 @@ import Testing
 
 /// Pipelining, read-after-write across connections, crash and shutdown durability.
 @Suite struct ServerConsistencyTests {
+    /// Writes commit to the write log and reach the table later; COUNT, RECENT, SCAN and STATS
+    /// read the table, so they must wait until it has every write acknowledged before them.
+    @Test func tableReadsSeeEveryAcknowledgedWriteAtOnce() throws {
+        let server = try TestServer()
+        let writer = try server.connect()
+        let reader = try server.connect()
+        var total = 0
+        for round in 0..<5 {
+            for part in 0..<2 {
+                let batch = (part * 1000..<(part + 1) * 1000).map { Profile(userId: "r\(round)-\($0)", name: "n", portraitUri: "p") }
+                #expect(try writer.mset(batch) == batch.count)
+                total += batch.count
+            }
+            #expect(try writer.del(Array("r\(round)-0".utf8)))
+            total -= 1
+            try writer.set(Profile(userId: "newest-\(round)", name: "n", portraitUri: "p"))
+            total += 1
+            #expect(try reader.count() == total)
+            #expect(try reader.recent(1).map { String(decoding: $0.userId, as: UTF8.self) } == ["newest-\(round)"])
+            #expect(try reader.scan(after: Array("newest-\(round)".utf8), limit: 1)
+                .map { String(decoding: $0.userId, as: UTF8.self) } == ["r0-1"])
+            #expect(try reader.stats().first { $0.name == "store_rows" }?.value == "\(total)")
+        }
+        try writer.flushAll()
+        #expect(try reader.count() == 0)
+    }
+
     @Test func twentyThousandPipelinedRequestsAnswerInOrder() throws {
         let server = try TestServer()
         let c = try server.connect()

@@ -1,0 +1,128 @@
+import CSQLite
+import Testing
+@testable import ProfileStore
+
+extension WriteLogWriter {
+    func append(_ generation: Int, _ profile: Profile) throws {
+        try withBytes(profile.userId) { id in
+            try withBytes(profile.name) { name in
+                try withBytes(profile.portraitUri) { uri in
+                    try append(generation: generation, userId: id, name: name, portraitUri: uri)
+                }
+            }
+        }
+    }
+
+    func appendRemoval(_ generation: Int, _ userId: String) throws {
+        try withBytes(userId) { try appendRemoval(generation: generation, userId: $0) }
+    }
+}
+
+/// The write log: what a fold takes from it, and what opening a store does with what a crash
+/// left in it.
+@Suite struct WriteLogTests {
+    @Test func aFoldAppliesTheNewestRowOfEachIdInItsGenerationOnly() throws {
+        let directory = TemporaryDirectory()
+        let store = try openStore(directory.file("p.db"))
+        try store.makeWriter().upsert(Profile("kept", "table", "t"))
+        try store.makeWriter().upsert(Profile("removed", "table", "t"))
+        let log = try store.makeWriteLogWriter()
+        try log.transaction {
+            try log.append(0, Profile("a", "first", "1"))
+            try log.append(0, Profile("a", "second", "2"))
+            try log.appendRemoval(0, "removed")
+            try log.appendRemoval(0, "b")
+            try log.append(0, Profile("b", "back", "3"))
+            try log.append(1, Profile("kept", "later generation", "4"))
+        }
+        let folder = try store.makeWriteLogFolder()
+        try folder.fold(generation: 0)
+
+        let reader = try store.makeReader()
+        #expect(try reader.get("a") == Profile("a", "second", "2"))
+        #expect(try reader.get("b") == Profile("b", "back", "3"))
+        #expect(try reader.get("removed") == nil)
+        #expect(try reader.get("kept") == Profile("kept", "table", "t"))
+        // Newest write first: b, then a; the table's own rows after them.
+        #expect(try reader.recent(10) == ["b", "a", "kept"])
+        // A fold leaves the log to the writer, which empties the merged generation.
+        #expect(try folder.logRows() == 6)
+        try log.truncate(generation: 0)
+        #expect(try folder.logRows() == 1)
+    }
+
+    @Test func foldAllTakesTheNewestAcrossBothGenerationsAndEmptiesTheLog() throws {
+        let directory = TemporaryDirectory()
+        let store = try openStore(directory.file("p.db"))
+        let log = try store.makeWriteLogWriter()
+        try log.transaction {
+            try log.append(0, Profile("x", "old", "0"))
+            try log.append(1, Profile("x", "new", "1"))
+            try log.append(1, Profile("y", "kept", "1"))
+            try log.appendRemoval(0, "y")
+        }
+        let folder = try store.makeWriteLogFolder()
+        try folder.foldAll()
+        let reader = try store.makeReader()
+        #expect(try reader.get("x") == Profile("x", "new", "1"))
+        #expect(try reader.get("y") == nil)
+        #expect(try folder.logRows() == 0)
+    }
+
+    @Test func openingAStoreMergesTheLogACrashLeftAndSequencesGoOnAfterIt() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("p.db")
+        var lastSequence: Int64 = 0
+        do {
+            let store = try openStore(path)
+            let log = try store.makeWriteLogWriter()
+            try log.transaction {
+                try log.append(0, Profile("a", "in the log", "1"))
+                try log.append(1, Profile("b", "in the log too", "2"))
+            }
+            lastSequence = log.lastSequence
+            // Gone without a fold, as after SIGKILL.
+        }
+        let store = try openStore(path)
+        let reader = try store.makeReader()
+        #expect(try reader.get("a") == Profile("a", "in the log", "1"))
+        #expect(try reader.get("b") == Profile("b", "in the log too", "2"))
+        #expect(try store.makeWriteLogFolder().logRows() == 0)
+        #expect(try store.makeWriteLogWriter().lastSequence == lastSequence)
+    }
+
+    @Test func aFailedAppendRollsBackAndHandsItsSequenceOutAgain() throws {
+        let directory = TemporaryDirectory()
+        let store = try openStore(directory.file("p.db"))
+        let log = try store.makeWriteLogWriter()
+        try log.transaction { try log.append(0, Profile("a", "1", "1")) }
+        let before = log.lastSequence
+        store.setFault(SQLITE_FULL)
+        #expect(storeError { try log.transaction { try log.append(0, Profile("b", "2", "2")) } }?.kind != nil)
+        store.setFault(nil)
+        #expect(log.lastSequence == before)
+        try store.makeWriteLogFolder().foldAll()
+        #expect(try store.makeReader().get("b") == nil)
+        #expect(try store.makeReader().get("a") == Profile("a", "1", "1"))
+    }
+
+    @Test func deleteEverythingEmptiesTableAndLogTogether() throws {
+        let directory = TemporaryDirectory()
+        let store = try openStore(directory.file("p.db"))
+        try store.makeWriter().upsert(Profile("t", "table", "t"))
+        let log = try store.makeWriteLogWriter()
+        try log.transaction { try log.append(1, Profile("l", "log", "l")) }
+        let folder = try store.makeWriteLogFolder()
+        try folder.deleteEverything()
+        #expect(try folder.logRows() == 0)
+        #expect(try store.makeReader().count() == 0)
+    }
+
+    @Test func aForeignFileWhereTheLogGoesIsRefused() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("p.db")
+        write(Array("not a database, just text".utf8) + [UInt8](repeating: 0x41, count: 4096), to: path + "-writes")
+        let error = storeError { _ = try openStore(path) }
+        #expect(error?.kind == .notADatabase)
+    }
+}
