@@ -21,4 +21,14 @@
 /// accept4 is a GNU extension that the Glibc module does not declare; it saves a
 /// fcntl per connection by making the socket non-blocking as it is accepted.
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/// Lowers the calling thread's scheduling priority (Linux applies nice per thread), for
+/// background work that must yield to the request path; returns 0 or -1 with errno.
+static inline int profiled_nice_this_thread(int niceness) {
+    return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), niceness);
+}
 #endif

@@ -1,3 +1,4 @@
+import CLibevent
 import Glibc
 import ProfileCache
 import ProfileProtocol
@@ -417,6 +418,12 @@ final class WriteCoordinator: @unchecked Sendable {
     ///   - folder: its connection to the table, with the log attached.
     ///   - writer: the table's writer, for the last checkpoint.
     func runFolder(folder: any WriteLogFolder, writer: any ProfileWriter) {
+        // Merging is background work: on cores shared with the workers and the writer it runs
+        // in their idle time, and the pins it releases let the writer run ahead meanwhile
+        // (up to the pin limit, where the writer waits and the folder gets the CPU).
+        if profiled_nice_this_thread(10) != 0 {
+            Log.warn("cannot lower the folder thread's priority", ["error": String(cString: strerror(errno))])
+        }
         var failures = 0
         while true {
             lock.lock()

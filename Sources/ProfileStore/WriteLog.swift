@@ -100,8 +100,13 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
     private let beginStatement: Statement
     private let commitStatement: Statement
     private let rollbackStatement: Statement
+    /// Per generation: one row, and `PendingUpserts.batchRows` rows.
     private let appendStatements: [Statement]
+    private let batchAppendStatements: [Statement]
     private let removalStatements: [Statement]
+    /// Appends copied aside until a batch statement is full or the transaction ends.
+    private let pending = PendingUpserts()
+    private var pendingGeneration = 0
     private let truncateStatements: [Statement]
     private(set) var lastSequence: Int64
     private var isInTransaction = false
@@ -116,7 +121,10 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
         commitStatement = try Statement(connection, "COMMIT")
         rollbackStatement = try Statement(connection, "ROLLBACK")
         appendStatements = try WriteLogFile.tables.map { table throws(StoreError) in
-            try Statement(connection, "INSERT INTO \(table) (seq, user_id, name, portrait_uri) VALUES (?1, ?2, ?3, ?4)")
+            try Statement(connection, Self.appendSQL(table, rows: 1))
+        }
+        batchAppendStatements = try WriteLogFile.tables.map { table throws(StoreError) in
+            try Statement(connection, Self.appendSQL(table, rows: PendingUpserts.batchRows))
         }
         removalStatements = try WriteLogFile.tables.map { table throws(StoreError) in
             try Statement(connection, "INSERT INTO \(table) (seq, user_id, name, portrait_uri) VALUES (?1, ?2, NULL, NULL)")
@@ -133,13 +141,26 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
         lastSequence = newest
     }
 
+    /// Rows bound as (user_id, name, portrait_uri, seq) groups, the order `PendingUpserts` binds.
+    private static func appendSQL(_ table: String, rows: Int) -> String {
+        let values = (0..<rows).map { row in
+            let first = row * 4 + 1
+            return "(?\(first), ?\(first + 1), ?\(first + 2), ?\(first + 3))"
+        }
+        return "INSERT INTO \(table) (user_id, name, portrait_uri, seq) VALUES \(values.joined(separator: ", "))"
+    }
+
     func transaction<R>(_ body: () throws -> R) throws -> R {
         let firstSequence = lastSequence
         try step(beginStatement)
         isInTransaction = true
-        defer { isInTransaction = false }
+        defer {
+            isInTransaction = false
+            pending.removeAll()
+        }
         do {
             let result = try body()
+            try writePending()
             try checkFault(commitStatement)
             try step(commitStatement)
             return result
@@ -157,19 +178,33 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
     func append(generation: Int, userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer,
                 portraitUri: UnsafeRawBufferPointer) throws {
         precondition(isInTransaction, "append belongs inside transaction")
-        let statement = appendStatements[generation]
-        defer { statement.reset() }
-        try checkFault(statement)
-        try statement.bind(1, lastSequence + 1)
-        try statement.bind(2, userId)
-        try statement.bind(3, name)
-        try statement.bind(4, portraitUri)
-        _ = try statement.step()
+        if generation != pendingGeneration { try writePending() }
+        pendingGeneration = generation
         lastSequence += 1
+        pending.append(userId: userId, name: name, portraitUri: portraitUri, sequence: lastSequence)
+        if pending.count == PendingUpserts.batchRows { try writePending() }
+    }
+
+    /// Writes the pending appends: a batch statement for each full batch, one-row statements
+    /// for the rest.
+    private func writePending() throws(StoreError) {
+        let count = pending.count
+        defer { pending.removeAll() }
+        var first = 0
+        while first < count {
+            let rows = count - first >= PendingUpserts.batchRows ? PendingUpserts.batchRows : 1
+            let statement = rows == 1 ? appendStatements[pendingGeneration] : batchAppendStatements[pendingGeneration]
+            defer { statement.reset() }
+            try checkFault(statement)
+            try pending.bind(first..<first + rows, to: statement)
+            _ = try statement.step()
+            first += rows
+        }
     }
 
     func appendRemoval(generation: Int, userId: UnsafeRawBufferPointer) throws {
         precondition(isInTransaction, "appendRemoval belongs inside transaction")
+        try writePending()
         let statement = removalStatements[generation]
         defer { statement.reset() }
         try checkFault(statement)
