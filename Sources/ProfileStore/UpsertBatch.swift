@@ -96,8 +96,9 @@ public final class UpsertBatch {
     /// this machine's byte order, as only this process reads them), then the three values.
     static let headerBytes = 20
 
-    /// The rows in memory sorted by id, the last of a repeated id only, as run records.
-    private func sortedRun() -> [UInt8] {
+    /// Calls `write` with the rows in memory as run records, sorted by id, the last of a
+    /// repeated id only, a few at a time; returns the bytes written.
+    private func writeSortedRun(_ write: (UnsafeRawBufferPointer) throws(StoreError) -> Void) throws(StoreError) -> Int {
         var order = Array(0..<Int32(rows.count))
         bytes.withUnsafeBytes { raw in
             rows.withUnsafeBufferPointer { rows in
@@ -111,10 +112,22 @@ public final class UpsertBatch {
                 }
             }
         }
-        var run: [UInt8] = []
-        run.reserveCapacity(bytes.count + rows.count * Self.headerBytes)
+        // Records gather in a small buffer between writes, so a run never exists twice in memory.
+        let flushBytes = 1 << 20
+        var pending: [UInt8] = []
+        pending.reserveCapacity(flushBytes + Self.headerBytes + 4096)
+        var total = 0
+        // The closures of withUnsafeBytes cannot throw a typed error, so the write's is carried out.
+        var failure: StoreError?
+        func flush() {
+            pending.withUnsafeBytes { chunk in
+                do throws(StoreError) { try write(chunk) } catch { failure = error }
+            }
+            total += pending.count
+            pending.removeAll(keepingCapacity: true)
+        }
         bytes.withUnsafeBytes { raw in
-            for (i, index) in order.enumerated() {
+            for (i, index) in order.enumerated() where failure == nil {
                 let row = rows[Int(index)]
                 if i + 1 < order.count {
                     let next = rows[Int(order[i + 1])]
@@ -125,33 +138,48 @@ public final class UpsertBatch {
                     }
                 }
                 var header = (Int64(firstInMemory + Int(index)), row.idCount, row.nameCount, row.uriCount)
-                withUnsafeBytes(of: &header) { run.append(contentsOf: $0.prefix(Self.headerBytes)) }
+                withUnsafeBytes(of: &header) { pending.append(contentsOf: $0.prefix(Self.headerBytes)) }
                 let valueBytes = Int(row.idCount) + Int(row.nameCount) + Int(row.uriCount)
-                run.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[row.start..<row.start + valueBytes]))
+                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[row.start..<row.start + valueBytes]))
+                if pending.count >= flushBytes { flush() }
             }
         }
-        return run
+        if failure == nil && !pending.isEmpty { flush() }
+        if let failure { throw failure }
+        return total
     }
-
     /// Writes the rows in memory to the temporary file as one sorted run.
     private func spill() throws(StoreError) {
-        let run = sortedRun()
         try openFile()
-        var written = 0
-        while written < run.count {
-            let n = run.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + written, $0.count - written,
-                                                 off_t(fileEnd + written)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw fileError("cannot write the import's sort file", errno)
+        let start = fileEnd
+        let written = try writeSortedRun { (chunk) throws(StoreError) in
+            var done = 0
+            while done < chunk.count {
+                let n = pwrite(descriptor, chunk.baseAddress! + done, chunk.count - done, off_t(fileEnd + done))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw fileError("cannot write the import's sort file", errno)
+                }
+                done += n
             }
-            written += n
+            fileEnd += chunk.count
         }
-        runs.append(fileEnd..<fileEnd + run.count)
-        fileEnd += run.count
+        runs.append(start..<start + written)
         firstInMemory += rows.count
         bytes.removeAll(keepingCapacity: true)
         rows.removeAll(keepingCapacity: true)
+    }
+
+    /// The rows in memory as one sorted run in a buffer of its own, for the merge.
+    private func memoryRun() throws(StoreError) -> UnsafeMutableRawBufferPointer {
+        let run = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count + rows.count * Self.headerBytes),
+                                                         alignment: 8)
+        var used = 0
+        _ = try writeSortedRun { (chunk) throws(StoreError) in
+            (run.baseAddress! + used).copyMemory(from: chunk.baseAddress!, byteCount: chunk.count)
+            used += chunk.count
+        }
+        return UnsafeMutableRawBufferPointer(rebasing: run[0..<used])
     }
 
     /// Opens a temporary file without a name (O_TMPFILE), so that no file is left behind
@@ -185,7 +213,7 @@ public final class UpsertBatch {
         for run in runs {
             cursors.append(RunCursor(range: run, bufferBytes: 256 << 10))
         }
-        if !rows.isEmpty { cursors.append(RunCursor(memory: sortedRun())) }
+        if !rows.isEmpty { cursors.append(RunCursor(memory: try memoryRun())) }
         for cursor in cursors { try cursor.load(self) }
         var heap = cursors.filter { !$0.isAtEnd }
         // A binary min-heap of the runs by their current row (id, then position).
@@ -263,11 +291,9 @@ private final class RunCursor {
         fileEnd = range.upperBound
     }
 
-    /// A run already in memory, read without a file.
-    init(memory run: [UInt8]) {
-        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(run.count, 1), alignment: 8)
-        run.withUnsafeBytes { copy.copyMemory(from: $0) }
-        buffer = copy
+    /// A run already in memory, read without a file; the cursor takes the buffer over.
+    init(memory run: UnsafeMutableRawBufferPointer) {
+        buffer = run
         end = run.count
         fileNext = 0
         fileEnd = 0

@@ -92,7 +92,7 @@ private struct Abort: Error {}
         #expect(try reader.get(ids[0]) == Profile(ids[0], "second", ""))
         #expect(try indexAndCheck(store) == (1, "ok"))
 
-        // The next one rebuilds the index too (the table is no larger than the batch); a rollback
+        // The next one rebuilds the index too (the table is not much larger than the batch); a rollback
         // after it, or a fault, leaves the rows and the index as they were.
         let again = writer.makeUpsertBatch()
         try append(ids.map { Profile($0, "third", "") }, to: again)
