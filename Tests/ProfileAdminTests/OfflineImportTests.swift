@@ -49,7 +49,7 @@ import Testing
         let store = dir + "/p.sqlite3"
         let keep = file(dir, "keep.csv", "userId,name,portraitUri\nkeep,me,x\n")
         #expect(try profilectl(["import", keep, "--db", store]).status == 0)
-        // Transactions of 50,000 rows: the first two rebuild the index, the later ones update it.
+        // Transactions of 50,000 rows, each of which rebuilds the index, so kills land in rebuilds too.
         let batch = SQLiteProfileWriter.rebuildMinimumRows
         let rows = 4 * batch
         let path = file(dir, "big.csv", generatedCSV(rows))
