@@ -128,9 +128,13 @@ final class StoreSink: ImportSink {
 }
 
 /// Opens a store for profilectl, naming a running server as the reason it is locked.
+///
+/// The writer's page cache is 32 MiB: an offline import writes its rows sorted by id, which
+/// changes each page once, so a larger cache bought no speed (a million random ids took the
+/// same time with 256 MiB) and only raised peak memory (220 MB against 117 MB).
 func openStore(_ path: String, instead: String) throws(AdminError) -> SQLiteProfileStore {
     do {
-        return try SQLiteProfileStore(path: path)
+        return try SQLiteProfileStore(path: path, writerCacheMebibytes: 32)
     } catch {
         if error.kind == .locked {
             throw AdminError.file("\(path) is in use by a running profiled; stop it or \(instead)")

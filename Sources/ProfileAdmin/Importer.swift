@@ -176,14 +176,16 @@ private final class ImportRun {
         try sink.finish()
     }
 
-    /// Rows into large transactions, handed to the store a chunk at a time so that it can
-    /// write each chunk sorted by id: with ids in random order most pages of the table change
-    /// in every transaction, so fewer, larger commits write far less, and sorted writes touch
-    /// each page once per chunk. File order still decides which rows are newer. A strict
-    /// stop rolls back the transaction it happens in.
+    /// Rows into large transactions, each gathered in one upsert batch that the store writes
+    /// sorted by id: with ids in random order most pages of the table change in every
+    /// transaction, so fewer, larger commits write far less, and sorted writes touch each page
+    /// once. The batch keeps its rows in sorted runs in a temporary file, so memory stays flat.
+    /// File order still decides which rows are newer. A strict stop rolls back the transaction
+    /// it happens in.
     private func runOffline(_ sink: StoreSink) throws {
         let transactionRows = options.batchSize ?? ImportOptions.defaultStoreBatch
-        let chunk = RowChunk()
+        let batch = sink.writer.makeUpsertBatch()
+        defer { batch.removeAll() }
         var more = true
         while more {
             let rows = try sink.writer.transaction { () throws -> Int in
@@ -193,11 +195,10 @@ private final class ImportRun {
                         more = false
                         break
                     }
-                    chunk.append(row)
+                    try batch.append(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
                     rows += 1
-                    if chunk.count == RowChunk.rows { try chunk.write(to: sink.writer) }
                 }
-                try chunk.write(to: sink.writer)
+                try sink.writer.upsert(batch)
                 return rows
             }
             sink.committed(rows)
@@ -238,43 +239,5 @@ private final class ImportRun {
             }
         }
         return nil
-    }
-}
-
-/// Rows copied out of the parser's buffer until the store takes them as one chunk.
-///
-/// Threading: one thread at a time.
-final class RowChunk {
-    /// Enough rows to sort usefully, few enough to keep memory flat (tens of MB at most).
-    static let rows = 200_000
-    private var bytes: [UInt8] = []
-    /// Per row: where its userId, name and portraitUri end in `bytes`.
-    private var ends: [(userId: Int, name: Int, portraitUri: Int)] = []
-
-    var count: Int { ends.count }
-
-    func append(_ row: RowValues) {
-        bytes.append(contentsOf: row.userId)
-        let userId = bytes.count
-        bytes.append(contentsOf: row.name)
-        let name = bytes.count
-        bytes.append(contentsOf: row.portraitUri)
-        ends.append((userId, name, bytes.count))
-    }
-
-    /// Hands every row to the store in one call, then empties the chunk.
-    func write(to writer: any ProfileWriter) throws {
-        guard !ends.isEmpty else { return }
-        try bytes.withUnsafeBytes { raw in
-            try writer.upsert(count: ends.count) { i in
-                let start = i == 0 ? 0 : ends[i - 1].portraitUri
-                let end = ends[i]
-                return ProfileRow(userId: UnsafeRawBufferPointer(rebasing: raw[start..<end.userId]),
-                                  name: UnsafeRawBufferPointer(rebasing: raw[end.userId..<end.name]),
-                                  portraitUri: UnsafeRawBufferPointer(rebasing: raw[end.name..<end.portraitUri]))
-            }
-        }
-        bytes.removeAll(keepingCapacity: true)
-        ends.removeAll(keepingCapacity: true)
     }
 }

@@ -54,6 +54,17 @@ final class PendingUpserts {
         return start..<used
     }
 
+    /// The id of the newest pending row, valid until the next change.
+    var lastUserId: UnsafeRawBufferPointer? {
+        rows.last.map { view($0.userId) }
+    }
+
+    /// Drops the newest pending row, for a newer row of the same id.
+    func removeLast() {
+        guard let last = rows.popLast() else { return }
+        used = last.userId.lowerBound
+    }
+
     func removeAll() {
         used = 0
         rows.removeAll(keepingCapacity: true)

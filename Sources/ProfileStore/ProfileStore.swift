@@ -61,6 +61,14 @@ public protocol ProfileWriter: AnyObject {
     /// store may write them in another order; SQLite writes rows sorted by id far faster into
     /// a large table. The views `row` returns need only live until the next call to it.
     func upsert(count: Int, row: (Int) -> ProfileRow) throws
+    /// An empty batch for `upsert(_:)`; it keeps at most one run of rows in memory and the
+    /// rest in an unnamed temporary file beside the store.
+    func makeUpsertBatch() -> UpsertBatch
+    /// Inserts or replaces every row of `batch` as if upserted one after another in the order
+    /// they were appended (as `upsert(count:row:)` does), writing them sorted by id, then
+    /// empties the batch, also when it throws. A large batch into a table not much larger may
+    /// rebuild the write-sequence index within the transaction instead of updating it.
+    func upsert(_ batch: UpsertBatch) throws
     /// Changes the given fields (nil keeps a field) and bumps the write
     /// sequence, then calls `body` with the row as it now is, or with nil when
     /// there is no such profile (and nothing changed).

@@ -24,6 +24,10 @@ enum Schema {
         """,
     ]
 
+    /// profiles_by_seq as the first migration creates it. A bulk upsert drops and re-creates it
+    /// within one transaction; `prepare` re-creates it should a file ever lack it.
+    static let sequenceIndex = "CREATE UNIQUE INDEX profiles_by_seq ON profiles(seq)"
+
     /// Validates the file, switches it to WAL and migrates it to `version`.
     ///
     /// Nothing is written before the file is known to be ours (or empty): the
@@ -48,6 +52,25 @@ enum Schema {
         try connection.applySynchronousMode()
         if found < version {
             try migrate(connection, from: found)
+        }
+        try repairSequenceIndex(connection)
+    }
+
+    /// Re-creates profiles_by_seq when it is missing, so RECENT and the write sequence's
+    /// MAX(seq) stay index lookups whatever happened to the file; O(table) only then.
+    static func repairSequenceIndex(_ connection: Connection) throws(StoreError) {
+        let present = try connection.integer(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'profiles_by_seq'")
+        guard present == 0 else { return }
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            try connection.execute(sequenceIndex)
+            try connection.execute("COMMIT")
+        } catch {
+            if connection.isInTransaction {
+                try? connection.execute("ROLLBACK")
+            }
+            throw error
         }
     }
 

@@ -1,0 +1,363 @@
+import CSQLite
+import Glibc
+
+/// The rows of one large upsert, gathered in input order for `ProfileWriter.upsert(_:)`,
+/// which writes them in id order.
+///
+/// SQLite inserts rows sorted by id into a large table several times faster than rows in
+/// random order, because each page of the table is then changed once. Sorting a whole import
+/// in memory would make memory grow with the input, so the batch keeps at most one run of
+/// rows in memory (`runRows` rows or `runBytes` of values): a full run is sorted by id, loses
+/// all but the last row of a repeated id, and goes to an unnamed temporary file beside the
+/// store; the writer merges the runs. Each row remembers its position in the batch, which
+/// becomes its write sequence, so input order still decides which row is newer.
+///
+/// Threading: one thread at a time (the thread of the writer it is handed to).
+public final class UpsertBatch {
+    /// Enough rows that sorted writes pay off, few enough to keep memory to tens of MB.
+    static let runRows = 200_000
+    /// Rows with long values fill a run sooner.
+    static let runBytes = 32 << 20
+
+    /// Where the temporary file goes: the store's directory, which has room for the store.
+    private let directory: String
+    /// The database, named in errors.
+    private let path: String
+
+    /// The values of the rows in memory, back to back.
+    private var bytes: [UInt8] = []
+    /// Per row in memory: where its values start in `bytes` and how long each is.
+    private var rows: [MemoryRow] = []
+    /// Rows handed over so far, in memory and in runs.
+    public private(set) var count = 0
+    /// The batch position of the first row in memory.
+    private var firstInMemory = 0
+
+    /// The temporary file holding the runs, or -1 before the first run is written.
+    private var descriptor: Int32 = -1
+    /// Each run in the file: its byte range.
+    private(set) var runs: [Range<Int>] = []
+    private var fileEnd = 0
+
+    private struct MemoryRow {
+        /// The first eight bytes of the id, big-endian: most comparisons need nothing else.
+        var prefix: UInt64
+        var start: Int
+        var idCount: UInt32
+        var nameCount: UInt32
+        var uriCount: UInt32
+    }
+
+    /// Rows per run; tests make it small to merge many runs.
+    private let runRows: Int
+
+    init(directory: String, path: String, runRows: Int = UpsertBatch.runRows) {
+        self.directory = directory
+        self.path = path
+        self.runRows = runRows
+    }
+
+    deinit {
+        if descriptor >= 0 { close(descriptor) }
+    }
+
+    /// Copies one row in; it is newer than every row appended before it.
+    ///
+    /// - Throws: when a full run cannot be written to the temporary file.
+    public func append(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer,
+                       portraitUri: UnsafeRawBufferPointer) throws(StoreError) {
+        if rows.count == runRows || (bytes.count >= Self.runBytes && !rows.isEmpty) {
+            try spill()
+        }
+        var prefix: UInt64 = 0
+        for i in 0..<8 { prefix = prefix << 8 | UInt64(i < userId.count ? userId[i] : 0) }
+        rows.append(MemoryRow(prefix: prefix, start: bytes.count, idCount: UInt32(userId.count),
+                              nameCount: UInt32(name.count), uriCount: UInt32(portraitUri.count)))
+        bytes.append(contentsOf: userId)
+        bytes.append(contentsOf: name)
+        bytes.append(contentsOf: portraitUri)
+        count += 1
+    }
+
+    /// Forgets every row and truncates the temporary file, keeping it for the next batch.
+    public func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        rows.removeAll(keepingCapacity: true)
+        runs.removeAll()
+        count = 0
+        firstInMemory = 0
+        fileEnd = 0
+        if descriptor >= 0 { _ = ftruncate(descriptor, 0) }
+    }
+
+    // MARK: Runs
+
+    /// A run's records: a 20-byte header (position Int64, then the three lengths as UInt32, in
+    /// this machine's byte order, as only this process reads them), then the three values.
+    static let headerBytes = 20
+
+    /// Calls `write` with the rows in memory as run records, sorted by id, the last of a
+    /// repeated id only, a few at a time; returns the bytes written.
+    private func writeSortedRun(_ write: (UnsafeRawBufferPointer) throws(StoreError) -> Void) throws(StoreError) -> Int {
+        var order = Array(0..<Int32(rows.count))
+        bytes.withUnsafeBytes { raw in
+            rows.withUnsafeBufferPointer { rows in
+                order.sort { a, b in
+                    let left = rows[Int(a)], right = rows[Int(b)]
+                    if left.prefix != right.prefix { return left.prefix < right.prefix }
+                    let order = compareIds(raw.baseAddress! + left.start, Int(left.idCount),
+                                           raw.baseAddress! + right.start, Int(right.idCount))
+                    // Equal ids keep input order, so the last of them is the newest.
+                    return order != 0 ? order < 0 : a < b
+                }
+            }
+        }
+        // Records gather in a small buffer between writes, so a run never exists twice in memory.
+        let flushBytes = 1 << 20
+        var pending: [UInt8] = []
+        pending.reserveCapacity(flushBytes + Self.headerBytes + 4096)
+        var total = 0
+        // The closures of withUnsafeBytes cannot throw a typed error, so the write's is carried out.
+        var failure: StoreError?
+        func flush() {
+            pending.withUnsafeBytes { chunk in
+                do throws(StoreError) { try write(chunk) } catch { failure = error }
+            }
+            total += pending.count
+            pending.removeAll(keepingCapacity: true)
+        }
+        bytes.withUnsafeBytes { raw in
+            for (i, index) in order.enumerated() where failure == nil {
+                let row = rows[Int(index)]
+                if i + 1 < order.count {
+                    let next = rows[Int(order[i + 1])]
+                    if next.prefix == row.prefix
+                        && compareIds(raw.baseAddress! + next.start, Int(next.idCount),
+                                      raw.baseAddress! + row.start, Int(row.idCount)) == 0 {
+                        continue
+                    }
+                }
+                var header = (Int64(firstInMemory + Int(index)), row.idCount, row.nameCount, row.uriCount)
+                withUnsafeBytes(of: &header) { pending.append(contentsOf: $0.prefix(Self.headerBytes)) }
+                let valueBytes = Int(row.idCount) + Int(row.nameCount) + Int(row.uriCount)
+                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[row.start..<row.start + valueBytes]))
+                if pending.count >= flushBytes { flush() }
+            }
+        }
+        if failure == nil && !pending.isEmpty { flush() }
+        if let failure { throw failure }
+        return total
+    }
+    /// Writes the rows in memory to the temporary file as one sorted run.
+    private func spill() throws(StoreError) {
+        try openFile()
+        let start = fileEnd
+        let written = try writeSortedRun { (chunk) throws(StoreError) in
+            var done = 0
+            while done < chunk.count {
+                let n = pwrite(descriptor, chunk.baseAddress! + done, chunk.count - done, off_t(fileEnd + done))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw fileError("cannot write the import's sort file", errno)
+                }
+                done += n
+            }
+            fileEnd += chunk.count
+        }
+        runs.append(start..<start + written)
+        firstInMemory += rows.count
+        bytes.removeAll(keepingCapacity: true)
+        rows.removeAll(keepingCapacity: true)
+    }
+
+    /// The rows in memory as one sorted run in a buffer of its own, for the merge.
+    private func memoryRun() throws(StoreError) -> UnsafeMutableRawBufferPointer {
+        let run = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count + rows.count * Self.headerBytes),
+                                                         alignment: 8)
+        var used = 0
+        _ = try writeSortedRun { (chunk) throws(StoreError) in
+            (run.baseAddress! + used).copyMemory(from: chunk.baseAddress!, byteCount: chunk.count)
+            used += chunk.count
+        }
+        return UnsafeMutableRawBufferPointer(rebasing: run[0..<used])
+    }
+
+    /// Opens a temporary file without a name (O_TMPFILE), so that no file is left behind
+    /// however the process ends; where the file system cannot, a named one unlinked at once.
+    private func openFile() throws(StoreError) {
+        guard descriptor < 0 else { return }
+        // O_TMPFILE is a macro Swift does not import: __O_TMPFILE | O_DIRECTORY on Linux.
+        let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY
+        var fd = open(directory, temporaryFile | O_RDWR | O_CLOEXEC, 0o600)
+        if fd < 0 {
+            var template = Array("\(directory)/.profiles-import.XXXXXX".utf8CString)
+            fd = mkstemp(&template)
+            if fd < 0 { throw fileError("cannot create the import's sort file in \(directory)", errno) }
+            unlink(template)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        descriptor = fd
+    }
+
+    fileprivate func fileError(_ what: String, _ error: Int32) -> StoreError {
+        StoreError(kind: error == ENOSPC ? .full : .io, resultCode: error == ENOSPC ? SQLITE_FULL : SQLITE_IOERR,
+                   message: "\(what): \(String(cString: strerror(error)))", path: path)
+    }
+
+    // MARK: Merging
+
+    /// Calls `each` with every row, in id order, the last row of a repeated id only, and its
+    /// position in the batch (0 for the first row appended). The views live until `each` returns.
+    func forEachSorted(_ each: (ProfileRow, Int) throws(StoreError) -> Void) throws(StoreError) {
+        var cursors: [RunCursor] = []
+        for run in runs {
+            cursors.append(RunCursor(range: run, bufferBytes: 256 << 10))
+        }
+        if !rows.isEmpty { cursors.append(RunCursor(memory: try memoryRun())) }
+        for cursor in cursors { try cursor.load(self) }
+        var heap = cursors.filter { !$0.isAtEnd }
+        // A binary min-heap of the runs by their current row (id, then position).
+        func less(_ a: RunCursor, _ b: RunCursor) -> Bool {
+            let order = compareIds(a.userId.baseAddress!, a.userId.count, b.userId.baseAddress!, b.userId.count)
+            return order != 0 ? order < 0 : a.position < b.position
+        }
+        func siftDown(_ start: Int) {
+            var i = start
+            while true {
+                let left = 2 * i + 1
+                guard left < heap.count else { return }
+                var smallest = left
+                if left + 1 < heap.count && less(heap[left + 1], heap[left]) { smallest = left + 1 }
+                guard less(heap[smallest], heap[i]) else { return }
+                heap.swapAt(i, smallest)
+                i = smallest
+            }
+        }
+        for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+        while let top = heap.first {
+            try each(top.row, top.position)
+            try top.next(self)
+            if top.isAtEnd {
+                heap[0] = heap[heap.count - 1]
+                heap.removeLast()
+            }
+            siftDown(0)
+        }
+    }
+
+    /// Reads `range` of the temporary file into `buffer`, all of it.
+    fileprivate func read(_ buffer: UnsafeMutableRawPointer, at offset: Int, count: Int) throws(StoreError) {
+        var done = 0
+        while done < count {
+            let n = pread(descriptor, buffer + done, count - done, off_t(offset + done))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw fileError("cannot read the import's sort file", n < 0 ? errno : EIO) }
+            done += n
+        }
+    }
+}
+
+/// Byte order of two ids, shorter first on a common prefix (SQLite's BINARY collation).
+@inline(__always)
+private func compareIds(_ a: UnsafeRawPointer, _ aCount: Int, _ b: UnsafeRawPointer, _ bCount: Int) -> Int32 {
+    let common = min(aCount, bCount)
+    let order = common == 0 ? 0 : memcmp(a, b, common)
+    if order != 0 { return order }
+    return aCount == bCount ? 0 : (aCount < bCount ? -1 : 1)
+}
+
+/// Reads one sorted run record by record, through a buffer refilled from the file.
+///
+/// Threading: the merging thread.
+private final class RunCursor {
+    private var buffer: UnsafeMutableRawBufferPointer
+    /// The run's bytes not yet in the buffer.
+    private var fileNext: Int
+    private let fileEnd: Int
+    /// The buffer's unread bytes: the current record starts at `start`.
+    private var start = 0
+    private var end = 0
+    private(set) var isAtEnd = false
+    private(set) var position = 0
+    private(set) var row = ProfileRow(userId: UnsafeRawBufferPointer(start: nil, count: 0),
+                                      name: UnsafeRawBufferPointer(start: nil, count: 0),
+                                      portraitUri: UnsafeRawBufferPointer(start: nil, count: 0))
+    var userId: UnsafeRawBufferPointer { row.userId }
+    private var recordBytes = 0
+
+    init(range: Range<Int>, bufferBytes: Int) {
+        buffer = .allocate(byteCount: bufferBytes, alignment: 8)
+        fileNext = range.lowerBound
+        fileEnd = range.upperBound
+    }
+
+    /// A run already in memory, read without a file; the cursor takes the buffer over.
+    init(memory run: UnsafeMutableRawBufferPointer) {
+        buffer = run
+        end = run.count
+        fileNext = 0
+        fileEnd = 0
+    }
+
+    deinit {
+        buffer.deallocate()
+    }
+
+    /// Reads the first record.
+    func load(_ batch: UpsertBatch) throws(StoreError) {
+        try readRecord(batch)
+    }
+
+    /// Moves past the current record.
+    func next(_ batch: UpsertBatch) throws(StoreError) {
+        start += recordBytes
+        try readRecord(batch)
+    }
+
+    private func readRecord(_ batch: UpsertBatch) throws(StoreError) {
+        guard try ensure(UpsertBatch.headerBytes, batch) else {
+            isAtEnd = true
+            return
+        }
+        var header: (Int64, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &header) {
+            $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[start..<start + UpsertBatch.headerBytes]))
+        }
+        let (position, idCount, nameCount, uriCount) = (Int(header.0), Int(header.1), Int(header.2), Int(header.3))
+        recordBytes = UpsertBatch.headerBytes + idCount + nameCount + uriCount
+        guard try ensure(recordBytes, batch) else {
+            throw batch.fileError("the import's sort file ends inside a row", EIO)
+        }
+        self.position = position
+        let values = buffer.baseAddress! + start + UpsertBatch.headerBytes
+        row = ProfileRow(userId: UnsafeRawBufferPointer(start: values, count: idCount),
+                         name: UnsafeRawBufferPointer(start: values + idCount, count: nameCount),
+                         portraitUri: UnsafeRawBufferPointer(start: values + idCount + nameCount, count: uriCount))
+    }
+
+    /// Makes `bytes` bytes from `start` on readable, refilling (and if need be growing) the
+    /// buffer from the file; false when the run has no bytes left at all.
+    private func ensure(_ bytes: Int, _ batch: UpsertBatch) throws(StoreError) -> Bool {
+        if end - start >= bytes { return true }
+        if end == start && fileNext == fileEnd { return false }
+        let kept = end - start
+        if bytes > buffer.count {
+            let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes, alignment: 8)
+            memcpy(larger.baseAddress!, buffer.baseAddress! + start, kept)
+            buffer.deallocate()
+            buffer = larger
+        } else if kept > 0 {
+            // The rest of a record moves to the front; the two ranges may overlap.
+            memmove(buffer.baseAddress!, buffer.baseAddress! + start, kept)
+        }
+        start = 0
+        end = kept
+        let wanted = min(buffer.count - end, fileEnd - fileNext)
+        if wanted > 0 {
+            try batch.read(buffer.baseAddress! + end, at: fileNext, count: wanted)
+            fileNext += wanted
+            end += wanted
+        }
+        return end - start >= bytes
+    }
+}

@@ -1,0 +1,129 @@
+import CSQLite
+import Glibc
+import Testing
+@testable import ProfileStore
+
+private struct Abort: Error {}
+
+@Suite struct UpsertBatchTests {
+    let directory = TemporaryDirectory()
+
+    /// A batch of the store's writer whose runs hold `runRows` rows, so a few rows make many runs.
+    func batch(_ store: SQLiteProfileStore, runRows: Int) -> UpsertBatch {
+        UpsertBatch(directory: directory.path, path: store.file.path, runRows: runRows)
+    }
+
+    func append(_ profiles: [Profile], to batch: UpsertBatch) throws {
+        for p in profiles {
+            try withBytes(p.userId) { id in
+                try withBytes(p.name) { name in
+                    try withBytes(p.portraitUri) { uri in try batch.append(userId: id, name: name, portraitUri: uri) }
+                }
+            }
+        }
+    }
+
+    /// The objects of the file and its quick_check, read behind the store's back.
+    func indexAndCheck(_ store: SQLiteProfileStore) throws -> (index: Int64, check: String) {
+        let connection = try Connection(file: store.file)
+        return (try connection.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'"),
+                try connection.text("PRAGMA quick_check"))
+    }
+
+    /// Files in the store's directory: the runs' file has no name, so none may be left.
+    func entries() -> [String] {
+        var names: [String] = []
+        guard let handle = opendir(directory.path) else { return names }
+        defer { closedir(handle) }
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    @Test func runsMergeInIdOrderAndInputOrderStillDecidesWhatIsNewest() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        try writer.upsert(Profile("m", "before", ""))
+        try writer.upsert(Profile("old", "kept", ""))
+        // Runs of three rows: "a" repeats within a run and across runs, "m" replaces a stored row,
+        // and "" and a longer id sharing a prefix test the byte order's edges.
+        let rows = [Profile("z", "1", "u1"), Profile("a", "2", ""), Profile("a", "3", "u3"),
+                    Profile("m", "4", ""), Profile("ab", "5", ""), Profile("a", "6", "u6"),
+                    Profile("", "7", ""), Profile("ä", "8", ""), Profile("b", "9", ""),
+                    Profile("ab", "10", "u10")]
+        let batch = batch(store, runRows: 3)
+        try append(rows, to: batch)
+        #expect(batch.count == 10)
+        #expect(batch.runs.count == 3)
+        try writer.transaction {
+            try writer.upsert(batch)
+            try writer.upsert(Profile("after", "11", ""))
+        }
+        #expect(batch.count == 0)
+        let reader = try store.makeReader()
+        #expect(try reader.get("a") == Profile("a", "6", "u6"))
+        #expect(try reader.get("ab") == Profile("ab", "10", "u10"))
+        #expect(try reader.get("m") == Profile("m", "4", ""))
+        #expect(try reader.get("old") == Profile("old", "kept", ""))
+        #expect(try reader.count() == 9)
+        // Newest first: file order decides, not id order; a repeated id counts at its last row.
+        #expect(try reader.recent(20) == ["after", "ab", "b", "ä", "", "a", "m", "z", "old"])
+        #expect(try reader.scan(after: "", limit: 20) == ["a", "ab", "after", "b", "m", "old", "z", "ä"])
+        #expect(entries() == ["profiles.sqlite3", "profiles.sqlite3-shm", "profiles.sqlite3-wal",
+                              "profiles.sqlite3.lock"])
+    }
+
+    @Test func aLargeBatchRebuildsTheSequenceIndexInItsTransaction() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        let writer = try store.makeWriter()
+        let count = SQLiteProfileWriter.rebuildMinimumRows
+        // Ids in an order unrelated to input order, each written twice: the second half wins.
+        let ids = (0..<count).map { String(($0 &* 7919) % count) }
+        let batch = writer.makeUpsertBatch()
+        try append(ids.map { Profile($0, "first", "") } + ids.map { Profile($0, "second", "") }, to: batch)
+        try writer.upsert(batch)
+        let reader = try store.makeReader()
+        #expect(try reader.count() == count)
+        #expect(try reader.recent(3) == Array(ids.suffix(3).reversed()))
+        #expect(try reader.get(ids[0]) == Profile(ids[0], "second", ""))
+        #expect(try indexAndCheck(store) == (1, "ok"))
+
+        // The next one rebuilds the index too (the table is not much larger than the batch); a rollback
+        // after it, or a fault, leaves the rows and the index as they were.
+        let again = writer.makeUpsertBatch()
+        try append(ids.map { Profile($0, "third", "") }, to: again)
+        #expect(throws: Abort.self) {
+            try writer.transaction {
+                try writer.upsert(again)
+                #expect(try Connection(file: store.file).integer("SELECT count(*) FROM profiles") == count)
+                throw Abort()
+            }
+        }
+        #expect(again.count == 0)
+        try append(ids.map { Profile($0, "third", "") }, to: again)
+        store.setFault(SQLITE_FULL)
+        #expect(storeError { try writer.upsert(again) }?.kind == .full)
+        store.setFault(nil)
+        #expect(try indexAndCheck(store) == (1, "ok"))
+        #expect(try reader.get(ids[0]) == Profile(ids[0], "second", ""))
+        #expect(try reader.recent(1) == [ids[count - 1]])
+    }
+
+    @Test func aMissingSequenceIndexIsRebuiltWhenTheStoreOpens() throws {
+        let path = directory.file("profiles.sqlite3")
+        do {
+            let store = try openStore(path)
+            let writer = try store.makeWriter()
+            for id in ["c", "a", "b"] { try writer.upsert(Profile(id, "", "")) }
+            try Connection(file: store.file).execute("DROP INDEX profiles_by_seq")
+            #expect(try indexAndCheck(store).index == 0)
+        }
+        let store = try openStore(path)
+        #expect(try indexAndCheck(store) == (1, "ok"))
+        #expect(try store.makeReader().recent(3) == ["b", "a", "c"])
+    }
+}
