@@ -67,7 +67,7 @@ struct EntryBlock {
     var replyLength: Int { Int(base.load(as: UInt16.self)) }
     var keyLength: Int { Int(base.load(fromByteOffset: 2, as: UInt8.self)) }
     var kind: Kind { Kind(rawValue: base.load(fromByteOffset: 3, as: UInt8.self))! }
-    var isAbsence: Bool { kind == .absence }
+    var isAbsence: Bool { base.load(fromByteOffset: 3, as: UInt8.self) == Kind.absence.rawValue }
 
     var reply: UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base + Self.headerSize, count: replyLength)

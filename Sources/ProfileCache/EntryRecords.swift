@@ -139,6 +139,7 @@ struct RecencyList {
         }
     }
 
+    @inline(__always)
     mutating func moveToFront(_ entry: UInt32, _ links: some EntryLinks) {
         guard head != entry else { return }
         remove(entry, links)

@@ -186,12 +186,13 @@ public final class ProfileCache: @unchecked Sendable {
         }
     }
 
-    @inlinable
+    /// - Precondition: `index` is below `shardCount`, so the offset cannot overflow.
+    @inlinable @inline(__always)
     func shard(at index: Int) -> Shard {
-        Shard(shards + index * Self.shardStride)
+        Shard(shards + index &* Self.shardStride)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     func shardIndex(for hash: UInt64) -> Int {
         Int(truncatingIfNeeded: hash >> shardShift)
     }

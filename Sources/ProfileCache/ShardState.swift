@@ -100,6 +100,8 @@ struct ShardState: ~Copyable {
     private var recencyLinks: RecencyLinks { RecencyLinks(records: records.base!) }
     private var absenceLinks: AbsenceLinks { AbsenceLinks(records: records.base!) }
 
+    // Inlined: called on its own, it took a copy of the whole shard state for each lookup.
+    @inline(__always)
     private func find(_ key: UnsafeRawBufferPointer, hash: UInt64) -> (position: Int, entry: UInt32)? {
         table.find(UInt32(truncatingIfNeeded: hash)) { entry in
             EntryBlock(records[entry].block!).hasKey(key)
