@@ -59,7 +59,7 @@ struct ShardState: ~Copyable {
         return retired
     }
 
-    @usableFromInline
+    @usableFromInline @inline(__always)
     mutating func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64) -> CacheLookup {
         guard let found = find(key, hash: hash) else {
             return .miss(FillTicket(shard: index, epoch: epoch))
