@@ -76,6 +76,8 @@ extension Worker {
         return true
     }
 
+    // Inlined into serveLine, its only caller, so the command is not copied to be passed on.
+    @inline(__always)
     private func execute(_ command: Command, on connection: Connection) {
         switch command {
         case .ping:
