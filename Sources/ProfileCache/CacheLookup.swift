@@ -11,6 +11,18 @@ public enum CacheLookup {
     case miss(FillTicket)
 }
 
+/// What `ProfileCache.lookup(_:copyingReplyInto:)` found.
+///
+/// A plain value; any thread may use it.
+public enum CacheCopy: Sendable {
+    /// The cached reply line is `replyCount` bytes; it was copied if it fitted in the room given.
+    case hit(replyCount: Int)
+    /// The id is known to have no profile.
+    case absent
+    /// Not cached: read the store, then offer the row to `ProfileCache.fill` with this ticket.
+    case miss(FillTicket)
+}
+
 /// Proof of when a miss happened: the shard and its epoch at that moment.
 ///
 /// Opaque to callers; any thread may carry it to `ProfileCache.fill`.

@@ -73,7 +73,7 @@ struct EntryBlock {
     var replyLength: Int { Int(base.load(as: UInt16.self)) }
     var keyLength: Int { Int(base.load(fromByteOffset: 2, as: UInt8.self)) }
     var kind: Kind { Kind(rawValue: base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask)! }
-    var isAbsence: Bool { kind == .absence }
+    var isAbsence: Bool { base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask == Kind.absence.rawValue }
 
     /// The write-log generation (0 or 1) whose unfolded write this entry holds, or nil when
     /// the store already has it and the entry may be evicted.

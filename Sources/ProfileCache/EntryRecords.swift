@@ -113,6 +113,7 @@ struct RecencyList {
     private(set) var head = UInt32.noEntry
     private(set) var tail = UInt32.noEntry
 
+    @inline(__always)
     mutating func pushFront(_ entry: UInt32, _ links: some EntryLinks) {
         links.setPrevious(of: entry, to: .noEntry)
         links.setNext(of: entry, to: head)
@@ -124,6 +125,7 @@ struct RecencyList {
         head = entry
     }
 
+    @inline(__always)
     mutating func remove(_ entry: UInt32, _ links: some EntryLinks) {
         let previous = links.previous(of: entry)
         let next = links.next(of: entry)
@@ -139,6 +141,7 @@ struct RecencyList {
         }
     }
 
+    @inline(__always)
     mutating func moveToFront(_ entry: UInt32, _ links: some EntryLinks) {
         guard head != entry else { return }
         remove(entry, links)

@@ -22,7 +22,7 @@ struct KeyHasher: Sendable {
         return product.high ^ product.low
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     func hash(_ key: UnsafeRawBufferPointer) -> UInt64 {
         let count = key.count
         guard let bytes = key.baseAddress, count > 0 else {

@@ -86,6 +86,30 @@ public final class ProfileCache: @unchecked Sendable {
         return result!
     }
 
+    /// Looks up `userId` and, on a hit, copies its reply line into `room` if it fits.
+    ///
+    /// The same lookup as `lookup(_:_:)`, for a caller that wants only the reply's bytes:
+    /// the shard is locked for the probe and the copy, and no closure is involved. A hit
+    /// whose reply is longer than `room` copies nothing; an empty `room` asks only whether
+    /// the id is cached.
+    public func lookup(_ userId: UnsafeRawBufferPointer, copyingReplyInto room: UnsafeMutableRawBufferPointer) -> CacheCopy {
+        let hash = hasher.hash(userId)
+        let shard = shard(at: shardIndex(for: hash))
+        pthread_mutex_lock(shard.lock)
+        defer { pthread_mutex_unlock(shard.lock) }
+        switch shard.state.pointee.lookup(userId, hash: hash) {
+        case .hit(let reply):
+            if reply.count <= room.count, let destination = room.baseAddress, let source = reply.baseAddress {
+                destination.copyMemory(from: source, byteCount: reply.count)
+            }
+            return .hit(replyCount: reply.count)
+        case .absent:
+            return .absent
+        case .miss(let ticket):
+            return .miss(ticket)
+        }
+    }
+
     /// Offers what the store returned after a miss: `reply` is the encoded VALUE line,
     /// nil when the id has no profile.
     ///
@@ -199,12 +223,13 @@ public final class ProfileCache: @unchecked Sendable {
         }
     }
 
-    @inlinable
+    /// - Precondition: `index` is below `shardCount`, so the offset cannot overflow.
+    @inlinable @inline(__always)
     func shard(at index: Int) -> Shard {
-        Shard(shards + index * Self.shardStride)
+        Shard(shards + index &* Self.shardStride)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     func shardIndex(for hash: UInt64) -> Int {
         Int(truncatingIfNeeded: hash >> shardShift)
     }

@@ -63,7 +63,7 @@ struct ShardState: ~Copyable {
         return retired
     }
 
-    @usableFromInline
+    @usableFromInline @inline(__always)
     mutating func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64) -> CacheLookup {
         guard let found = find(key, hash: hash) else {
             return .miss(FillTicket(shard: index, epoch: epoch))
@@ -120,6 +120,8 @@ struct ShardState: ~Copyable {
     private var recencyLinks: RecencyLinks { RecencyLinks(records: records.base!) }
     private var absenceLinks: AbsenceLinks { AbsenceLinks(records: records.base!) }
 
+    // Inlined: called on its own, it took a copy of the whole shard state for each lookup.
+    @inline(__always)
     private func find(_ key: UnsafeRawBufferPointer, hash: UInt64) -> (position: Int, entry: UInt32)? {
         table.find(UInt32(truncatingIfNeeded: hash)) { entry in
             EntryBlock(records[entry].block!).hasKey(key)

@@ -97,3 +97,13 @@ func hasByte(_ value: UInt8, in word: UInt64) -> Bool {
 func hasNonASCIIByte(in word: UInt64) -> Bool {
     word & highBits != 0
 }
+
+/// How many bytes at the start of `word` lie in `limit`...0x7F, reading the bytes in
+/// memory order (the word must be loaded little-endian); 8 when all do. `limit` must be at
+/// most 0x80. The first byte outside the range is found exactly: up to it, no byte borrows.
+@inline(__always)
+func leadingASCIIBytes(atLeast limit: UInt8, in word: UInt64) -> Int {
+    // A byte's high bit is set here when it is 0x80 or above, or when it is below `limit`.
+    let outside = ((word &- everyByte &* UInt64(limit)) | word) & highBits
+    return outside.trailingZeroBitCount >> 3
+}

@@ -25,6 +25,7 @@ public enum LineFramer {
     ///   - buffer: Received bytes; only the first `maxLine` are examined.
     ///   - maxLine: The longest allowed line, counting its LF; at least 1.
     /// - Returns: The line's extent, `.needMore`, or `.tooLong`.
+    @inlinable
     public static func nextLine(in buffer: UnsafeRawBufferPointer, maxLine: Int) -> FrameResult {
         precondition(maxLine > 0, "maxLine must allow at least the LF")
         let window = min(buffer.count, maxLine)

@@ -104,13 +104,13 @@ public final class RequestDecoder {
     /// The bytes of argument `index` (0 is the first token after the verb), unescaped.
     ///
     /// - Precondition: `index` is below both `argumentCount` and 3,000.
-    @inlinable
+    @inlinable @inline(__always)
     public func argument(_ index: Int) -> UnsafeRawBufferPointer {
         precondition(index >= 0 && index < min(argumentCount, Self.tokenCapacity - 1), "argument index out of range")
         return UnsafeRawBufferPointer(token(index + 1))
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     func token(_ index: Int) -> UnsafeMutableRawBufferPointer {
         let span = spans[index]
         return UnsafeMutableRawBufferPointer(start: line.unsafelyUnwrapped + span.start, count: span.count)

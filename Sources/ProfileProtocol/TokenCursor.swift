@@ -52,13 +52,15 @@ struct TokenCursor {
     private mutating func bare(from start: Int) throws(ProtocolError) -> Span {
         var i = start
         var hasNonASCII = false
-        // Skip eight bytes at a time while all are '!'...DEL, the common case.
+        // Skip eight bytes at a time while all are '!'...DEL, the common case; in the word
+        // that ends the run, skip to its first other byte, which the byte loop then handles.
         while i + 8 <= end {
-            let word = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            if hasByte(below: 0x21, in: word) || hasNonASCIIByte(in: word) {
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            let ordinary = leadingASCIIBytes(atLeast: 0x21, in: word)
+            i += ordinary
+            if ordinary < 8 {
                 break
             }
-            i += 8
         }
         while i < end {
             let b = byte(i)

@@ -76,9 +76,17 @@ public enum Verb: UInt8, Sendable, CaseIterable {
         guard count >= 3 && count <= 8, let base = token.baseAddress else {
             return nil
         }
-        var word: UInt64 = 0
-        for i in 0..<count {
-            word |= UInt64(base.load(fromByteOffset: i, as: UInt8.self)) << (8 * i)
+        // Two four-byte loads cover 4 to 8 bytes, overlapping below 8: a byte that both
+        // hold lands in the same place from each, so OR-ing them is exact. Three bytes
+        // take a two-byte and a one-byte load.
+        var word: UInt64
+        if count >= 4 {
+            let head = UInt64(UInt32(littleEndian: base.loadUnaligned(as: UInt32.self)))
+            let tail = UInt64(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)))
+            word = head | tail << (8 * (count - 4))
+        } else {
+            let head = UInt64(UInt16(littleEndian: base.loadUnaligned(as: UInt16.self)))
+            word = head | UInt64(base.load(fromByteOffset: 2, as: UInt8.self)) << 16
         }
         word |= 0x2020_2020_2020_2020 >> (64 - 8 * count)
         switch word {

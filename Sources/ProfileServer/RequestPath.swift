@@ -78,6 +78,8 @@ extension Worker {
         return true
     }
 
+    // Inlined into serveLine, its only caller, so the command is not copied to be passed on.
+    @inline(__always)
     private func execute(_ command: Command, on connection: Connection) {
         switch command {
         case .ping:
@@ -191,27 +193,27 @@ extension Worker {
     /// - Throws: the store's error; nothing was appended for this id then.
     private func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
         counters.getLookups += 1
-        let outcome: CacheOutcome = context.cache.lookup(userId) { found in
-            switch found {
-            case .hit(let reply):
-                if exists {
-                    reserve(4, connection)
-                    out.append("YES\n")
-                } else {
-                    reserve(reply.count, connection)
-                    out.append(reply)
-                }
-                return .hit
-            case .absent:
-                return .absent
-            case .miss(let ticket):
-                return .miss(ticket)
-            }
+        // A hit's reply line is copied straight to the end of the scratch, if it fits in what
+        // is left; EXISTS offers no room, as it needs only the outcome.
+        var outcome: CacheCopy
+        while true {
+            let room = exists ? 0 : out.remaining
+            outcome = context.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: out.end, count: room))
+            guard case .hit(let replyCount) = outcome, !exists, replyCount > room else { break }
+            // It did not fit: move the scratch to the connection's queue and look again.
+            precondition(out.count > 0, "a cached reply longer than the whole reply scratch")
+            spill(connection)
         }
         switch outcome {
-        case .hit:
+        case .hit(let replyCount):
             counters.cacheHits += 1
             counters.getHits += 1
+            if exists {
+                reserve(4, connection)
+                out.append("YES\n")
+            } else {
+                out.count += replyCount
+            }
         case .absent:
             counters.cacheHits += 1
             counters.getMisses += 1
@@ -378,13 +380,6 @@ extension Worker {
         reserve(4, connection)
         out.append("END\n")
     }
-}
-
-/// What a cache lookup decided, carried out of the shard lock.
-private enum CacheOutcome {
-    case hit
-    case absent
-    case miss(FillTicket)
 }
 
 /// A store failure the writer thread reported for a job.

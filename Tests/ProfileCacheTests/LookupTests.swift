@@ -42,6 +42,33 @@ import Testing
         #expect(cache.integrityViolations() == [])
     }
 
+    @Test func copyingLookupCopiesAHitOnlyWhenItFits() throws {
+        let cache = ProfileCache(limitBytes: 1 << 20)
+        cache.store("42", replyLine("42"))
+        cache.store("7", nil)
+        let reply = Array(replyLine("42").utf8)
+        var room = [UInt8](repeating: 0, count: reply.count)
+
+        func copy(_ id: String, room count: Int) -> CacheCopy {
+            Array(id.utf8).withUnsafeBytes { key in
+                room.withUnsafeMutableBytes { cache.lookup(key, copyingReplyInto: UnsafeMutableRawBufferPointer(rebasing: $0[..<count])) }
+            }
+        }
+
+        guard case .hit(let tooSmall) = copy("42", room: reply.count - 1) else { return #expect(Bool(false), "no hit") }
+        #expect(tooSmall == reply.count)
+        #expect(room.allSatisfy { $0 == 0 }, "copied into a room too small")
+        guard case .hit(let exact) = copy("42", room: reply.count) else { return #expect(Bool(false), "no hit") }
+        #expect(exact == reply.count)
+        #expect(room == reply)
+        guard case .hit = copy("42", room: 0) else { return #expect(Bool(false), "no hit without room") }
+        guard case .absent = copy("7", room: reply.count) else { return #expect(Bool(false), "absence not seen") }
+        guard case .miss(let ticket) = copy("43", room: reply.count) else { return #expect(Bool(false), "no miss") }
+        cache.fill("43", replyLine("43"), ticket)
+        #expect(cache.seen("43") == .hit(replyLine("43")))
+        #expect(cache.integrityViolations() == [])
+    }
+
     @Test(arguments: [
         ("a b", #""a b""#),
         (#"a"b"#, #""a\"b""#),

@@ -28,3 +28,28 @@ import Testing
     }
     #expect(disagreements.isEmpty)
 }
+
+/// Counting a word's leading bytes in a range agrees with looking at each byte, wherever
+/// the first byte outside the range is and whatever bytes follow it.
+@Test func leadingByteCountsAgreeWithByteScans() {
+    var disagreements: [UInt64] = []
+    for limit: UInt8 in [0x21, 0x80] {
+        for position in 0..<8 {
+            for value in UInt8.min...UInt8.max {
+                for later: UInt8 in [0x00, 0x20, limit, 0x7F, 0x80, 0xFF] {
+                    var bytes = [UInt8](repeating: 0x7E, count: 8)
+                    bytes[position] = value
+                    for index in (position + 1)..<8 where index % 2 == 0 {
+                        bytes[index] = later
+                    }
+                    let word = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+                    let expected = bytes.firstIndex { $0 < limit || $0 >= 0x80 } ?? 8
+                    if leadingASCIIBytes(atLeast: limit, in: word) != expected {
+                        disagreements.append(word)
+                    }
+                }
+            }
+        }
+    }
+    #expect(disagreements.isEmpty)
+}
