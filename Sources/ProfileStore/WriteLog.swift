@@ -81,8 +81,8 @@ public protocol WriteLogFolder: AnyObject {
     /// Merges generation `generation` into the table in one transaction on the database,
     /// leaving the log as it is: the writer empties it once the merge committed.
     func fold(generation: Int) throws
-    /// Merges both generations into the table and empties the log: recovery at open, and the
-    /// last step at shutdown. Only while nobody appends to the log.
+    /// Merges both generations into the table and empties the log, and shrinks its file:
+    /// recovery at open, and the last step at shutdown. Only while nobody appends to the log.
     func foldAll() throws
     /// Rows in the log, both generations.
     func logRows() throws -> Int
@@ -313,6 +313,10 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
 
     func foldAll() throws(StoreError) {
         try run(foldAllStatements)
+        // The emptied log keeps the pages a burst of writes grew it to; give them back to the
+        // file system now that nothing needs them (cheap: there are no rows to copy). Only
+        // housekeeping, so a failure here changes nothing that matters.
+        try? connection.execute("VACUUM log")
     }
 
     func deleteEverything() throws(StoreError) {
