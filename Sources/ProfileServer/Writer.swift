@@ -41,7 +41,9 @@ final class WriteCoordinator: @unchecked Sendable {
     /// The write sequence through which the table has every write.
     private var foldedThrough: Int64 = 0
     private var sequenceAtFlip: Int64 = 0
-    /// Why the last fold failed, for the barriers waiting on it; cleared when they are answered.
+    /// Why the last fold or emptying of a generation failed, for the barriers waiting on it;
+    /// cleared when they are answered, and when a fold or an emptying succeeds (a barrier
+    /// that comes later must not get an error that no longer holds).
     private var foldFailure: String?
 
     // Writer thread only.
@@ -181,6 +183,7 @@ final class WriteCoordinator: @unchecked Sendable {
         rowsInGeneration[generation] = 0
         pinnedBytes[generation] = 0
         foldingGeneration = nil
+        foldFailure = nil
         lock.unlock()
         lock.broadcast()
     }
@@ -468,6 +471,7 @@ final class WriteCoordinator: @unchecked Sendable {
                 cache.unpin(generation: generation)
                 lock.lock()
                 foldPending = false
+                foldFailure = nil
                 mergedGeneration = generation
                 foldedThrough = through
                 foldedSequence.store(Int(through), ordering: .releasing)
