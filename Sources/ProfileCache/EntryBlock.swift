@@ -34,15 +34,17 @@ struct EntryBlock {
         self.base = base
     }
 
-    /// Copies `key` and `reply` into a new block, or returns nil when the sizes do not fit its header.
-    static func makeProfile(key: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer) -> EntryBlock? {
+    /// Copies `key` and `reply` into a new block from `slab`, or returns nil when the sizes do
+    /// not fit its header.
+    static func makeProfile(key: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer,
+                            in slab: inout BlockSlab) -> EntryBlock? {
         guard (1...maxKeyLength).contains(key.count), reply.count <= maxReplyLength else { return nil }
         let idEnd = idOffsetInReply + key.count
         let idIsInReply = reply.count >= idEnd
             && memcmp(reply.baseAddress! + idOffsetInReply, key.baseAddress!, key.count) == 0
         let kind: Kind = idIsInReply ? .profileWithIdInReply : .profileWithIdAfterReply
         let block = allocate(kind: kind, replyLength: reply.count, keyLength: key.count,
-                             byteCount: headerSize + reply.count + (idIsInReply ? 0 : key.count))
+                             byteCount: headerSize + reply.count + (idIsInReply ? 0 : key.count), in: &slab)
         if reply.count > 0 {
             (block.base + headerSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count)
         }
@@ -52,18 +54,19 @@ struct EntryBlock {
         return block
     }
 
-    /// A block remembering that `key` has no profile, or nil when the key's size does not fit.
-    static func makeAbsence(key: UnsafeRawBufferPointer) -> EntryBlock? {
+    /// A block from `slab` remembering that `key` has no profile, or nil when the key's size
+    /// does not fit.
+    static func makeAbsence(key: UnsafeRawBufferPointer, in slab: inout BlockSlab) -> EntryBlock? {
         guard (1...maxKeyLength).contains(key.count) else { return nil }
         let block = allocate(kind: .absence, replyLength: 0, keyLength: key.count,
-                             byteCount: headerSize + absenceLinksSize + key.count)
+                             byteCount: headerSize + absenceLinksSize + key.count, in: &slab)
         (block.base + headerSize + absenceLinksSize).copyMemory(from: key.baseAddress!, byteCount: key.count)
         return block
     }
 
-    private static func allocate(kind: Kind, replyLength: Int, keyLength: Int, byteCount: Int) -> EntryBlock {
-        // At least a pointer's worth, so a dropped block can be chained through itself.
-        guard let base = malloc(max(byteCount, MemoryLayout<UnsafeMutableRawPointer>.size)) else { fatalError("out of memory allocating a cache entry") }
+    private static func allocate(kind: Kind, replyLength: Int, keyLength: Int, byteCount: Int,
+                                 in slab: inout BlockSlab) -> EntryBlock {
+        let base = slab.allocate(byteCount)
         base.storeBytes(of: UInt16(replyLength), as: UInt16.self)
         base.storeBytes(of: UInt8(keyLength), toByteOffset: 2, as: UInt8.self)
         base.storeBytes(of: kind.rawValue, toByteOffset: 3, as: UInt8.self)
@@ -135,8 +138,20 @@ struct EntryBlock {
         return true
     }
 
-    /// Bytes this block really occupies in the allocator.
-    var footprint: Int { MallocFootprint.of(base) }
+    /// The bytes the block was made with, from its header.
+    var byteCount: Int {
+        switch kind {
+        case .absence: Self.headerSize + Self.absenceLinksSize + keyLength
+        case .profileWithIdInReply: Self.headerSize + replyLength
+        case .profileWithIdAfterReply: Self.headerSize + replyLength + keyLength
+        }
+    }
+
+    /// Bytes this block really occupies: its slab chunk, or its malloc'd size.
+    var footprint: Int {
+        let chunk = BlockSlab.chunkSize(for: byteCount)
+        return chunk > 0 ? chunk : MallocFootprint.of(base)
+    }
 
     // The absence list's links; only meaningful when `isAbsence`.
     var absencePrevious: UInt32 {
@@ -149,7 +164,8 @@ struct EntryBlock {
         nonmutating set { base.storeBytes(of: newValue, toByteOffset: Self.headerSize + 4, as: UInt32.self) }
     }
 
-    func deallocate() {
-        free(base)
+    /// Gives the block back to the slab it came from.
+    func release(to slab: inout BlockSlab) {
+        slab.release(base, byteCount: byteCount)
     }
 }

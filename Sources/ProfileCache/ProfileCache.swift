@@ -118,11 +118,10 @@ public final class ProfileCache: @unchecked Sendable {
     public func fill(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?, ticket: FillTicket) {
         let hash = hasher.hash(userId)
         let index = shardIndex(for: hash)
-        guard Int(ticket.shard) == index, let block = Self.makeBlock(userId, reply: reply) else { return }
+        guard Int(ticket.shard) == index else { return }
         let shard = shard(at: index)
-        var dropped = DroppedBlocks()
         shard.withLock {
-            shard.state.pointee.fill(userId, hash: hash, block: block, ticketEpoch: ticket.epoch, dropped: &dropped)
+            shard.state.pointee.fill(userId, hash: hash, reply: reply, ticketEpoch: ticket.epoch)
         }
     }
 
@@ -136,11 +135,11 @@ public final class ProfileCache: @unchecked Sendable {
     /// reply too large to cache still removes the old entry.
     public func store(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?, pinnedIn generation: Int? = nil) {
         let hash = hasher.hash(userId)
-        let block = Self.makeBlock(userId, reply: reply)
         let shard = shard(at: shardIndex(for: hash))
-        var dropped = DroppedBlocks()
+        // The block comes from the shard's slab, so it is made under the lock: a copy of a
+        // reply line, shorter than the lookups waiting on it would notice.
         shard.withLock {
-            shard.state.pointee.store(userId, hash: hash, block: block, pinnedIn: generation, dropped: &dropped)
+            shard.state.pointee.store(userId, hash: hash, reply: reply, pinnedIn: generation)
         }
     }
 
@@ -193,13 +192,6 @@ public final class ProfileCache: @unchecked Sendable {
             }
         }
         return violations
-    }
-
-    private static func makeBlock(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?) -> EntryBlock? {
-        if let reply {
-            return EntryBlock.makeProfile(key: userId, reply: reply)
-        }
-        return EntryBlock.makeAbsence(key: userId)
     }
 
     /// A shard's lock is a pthread mutex, not Synchronization's Mutex: ThreadSanitizer sees

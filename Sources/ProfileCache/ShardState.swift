@@ -20,6 +20,8 @@ struct ShardState: ~Copyable {
     private(set) var epoch: UInt64
 
     private var table = BucketTable()
+    /// Where the entries' blocks live.
+    private var slab = BlockSlab()
     private var records = EntryRecords()
     /// Every entry, most recently used first.
     private var recency = RecencyList()
@@ -46,9 +48,10 @@ struct ShardState: ~Copyable {
     }
 
     deinit {
+        // The slab's pages go with it; blocks too large for a chunk were malloc'd one by one.
         for entry in 0..<records.initialized {
-            if let block = records[UInt32(entry)].block {
-                free(block)
+            if let base = records[UInt32(entry)].block, BlockSlab.chunkSize(for: EntryBlock(base).byteCount) == 0 {
+                free(base)
             }
         }
     }
@@ -77,29 +80,35 @@ struct ShardState: ~Copyable {
         return .hit(block.reply)
     }
 
-    /// Adds `block` unless the epoch moved since `ticketEpoch` or the key is already cached
-    /// (then by a fill of the same epoch, which read the same row).
-    mutating func fill(_ key: UnsafeRawBufferPointer, hash: UInt64, block: EntryBlock,
-                       ticketEpoch: UInt64, dropped: inout DroppedBlocks) {
-        guard ticketEpoch == epoch, find(key, hash: hash) == nil else {
-            dropped.append(block)
+    /// Adds `reply` (an absence when nil) unless the epoch moved since `ticketEpoch` or the key
+    /// is already cached (then by a fill of the same epoch, which read the same row).
+    mutating func fill(_ key: UnsafeRawBufferPointer, hash: UInt64, reply: UnsafeRawBufferPointer?,
+                       ticketEpoch: UInt64) {
+        guard ticketEpoch == epoch, find(key, hash: hash) == nil, let block = makeBlock(key, reply: reply) else {
             return
         }
-        admit(block, hash: hash, dropped: &dropped)
+        admit(block, hash: hash)
     }
 
-    /// Replaces whatever is cached for `key` with `block`, or just removes it when `block`
-    /// is nil (a reply too large to cache must still not leave the old one behind). A block
-    /// pinned in a generation stays until `unpin` of that generation.
-    mutating func store(_ key: UnsafeRawBufferPointer, hash: UInt64, block: EntryBlock?, pinnedIn generation: Int?,
-                        dropped: inout DroppedBlocks) {
+    private mutating func makeBlock(_ key: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?) -> EntryBlock? {
+        if let reply {
+            return EntryBlock.makeProfile(key: key, reply: reply, in: &slab)
+        }
+        return EntryBlock.makeAbsence(key: key, in: &slab)
+    }
+
+    /// Replaces whatever is cached for `key` with `reply` (an absence when nil), or just
+    /// removes it when no block can hold them (a reply too large to cache must still not leave
+    /// the old one behind). A block pinned in a generation stays until `unpin` of that generation.
+    mutating func store(_ key: UnsafeRawBufferPointer, hash: UInt64, reply: UnsafeRawBufferPointer?,
+                        pinnedIn generation: Int?) {
         epoch &+= 1
         if let found = find(key, hash: hash) {
-            remove(found, dropped: &dropped)
+            remove(found)
         }
-        if let block {
+        if let block = makeBlock(key, reply: reply) {
             block.pinnedGeneration = generation
-            admit(block, hash: hash, dropped: &dropped)
+            admit(block, hash: hash)
         }
     }
 
@@ -131,13 +140,13 @@ struct ShardState: ~Copyable {
     /// Links `block` in as the most recently used entry, evicting unpinned entries as
     /// needed; drops it when it cannot fit even in an otherwise empty shard. A pinned block
     /// is never dropped: when only pinned entries are left it goes in over budget.
-    private mutating func admit(_ block: EntryBlock, hash: UInt64, dropped: inout DroppedBlocks) {
+    private mutating func admit(_ block: EntryBlock, hash: UInt64) {
         let cost = block.footprint
         let absenceCharge = cost + Self.absenceOverhead
         let pinned = block.pinnedGeneration != nil
         guard pinned || (cost <= budget - table.footprint - records.footprint
                          && (!block.isAbsence || absenceCharge <= absenceBudget)) else {
-            dropped.append(block)
+            block.release(to: &slab)
             return
         }
         if block.isAbsence {
@@ -145,14 +154,14 @@ struct ShardState: ~Copyable {
                 let links = absentItems > pinnedAbsences ? absenceLinks : nil
                 guard let links, let victim = Self.unpinnedTail(of: &absences, links, records: records.base!) else {
                     if pinned { break }
-                    dropped.append(block)
+                    block.release(to: &slab)
                     return
                 }
-                evict(victim, dropped: &dropped)
+                evict(victim)
             }
         }
-        guard makeRoom(for: cost, pinned: pinned, dropped: &dropped) else {
-            dropped.append(block)
+        guard makeRoom(for: cost, pinned: pinned) else {
+            block.release(to: &slab)
             return
         }
         let entry = records.claim(for: block.base)
@@ -174,7 +183,7 @@ struct ShardState: ~Copyable {
     /// Evicts least recently used unpinned entries until a block of `cost` bytes fits,
     /// growing the table or the records first when they are full and the growth itself fits
     /// (always, for a pinned block, which must go in).
-    private mutating func makeRoom(for cost: Int, pinned: Bool, dropped: inout DroppedBlocks) -> Bool {
+    private mutating func makeRoom(for cost: Int, pinned: Bool) -> Bool {
         while true {
             if table.needsGrowth(toHold: items + 1) {
                 if pinned || bytes - table.footprint + table.footprintAfterGrowth + cost <= budget {
@@ -197,7 +206,7 @@ struct ShardState: ~Copyable {
             guard let links, let victim = Self.unpinnedTail(of: &recency, links, records: records.base!) else {
                 return pinned
             }
-            evict(victim, dropped: &dropped)
+            evict(victim)
         }
     }
 
@@ -214,14 +223,14 @@ struct ShardState: ~Copyable {
         return nil
     }
 
-    private mutating func evict(_ entry: UInt32, dropped: inout DroppedBlocks) {
+    private mutating func evict(_ entry: UInt32) {
         let key = EntryBlock(records[entry].block!).key
         let found = table.find(UInt32(truncatingIfNeeded: hasher.hash(key))) { $0 == entry }!
-        remove(found, dropped: &dropped)
+        remove(found)
         evictions += 1
     }
 
-    private mutating func remove(_ found: (position: Int, entry: UInt32), dropped: inout DroppedBlocks) {
+    private mutating func remove(_ found: (position: Int, entry: UInt32)) {
         let block = EntryBlock(records[found.entry].block!)
         let cost = block.footprint
         if block.pinnedGeneration != nil {
@@ -238,7 +247,7 @@ struct ShardState: ~Copyable {
         items -= 1
         bytes -= cost
         records.release(found.entry)
-        dropped.append(block)
+        block.release(to: &slab)
     }
 }
 

@@ -72,8 +72,8 @@ import Testing
         let statistics = cache.statistics
         #expect(statistics.absentItems > 0)
         #expect(statistics.evictions > 0)
-        // Each absence costs at least its block's bytes and malloc's size word, plus its record and buckets.
-        let smallestBlock = EntryBlock.headerSize + EntryBlock.absenceLinksSize + "missing0".utf8.count + 8
+        // Each absence costs at least its block's slab chunk, plus its record and buckets.
+        let smallestBlock = BlockSlab.chunkSize(for: EntryBlock.headerSize + EntryBlock.absenceLinksSize + "missing0".utf8.count)
         #expect(statistics.absentItems * (smallestBlock + ShardState.absenceOverhead) <= limit / 4)
         #expect(cache.seen("missing4999") == .absent)
         #expect(cache.seen("missing0") == .miss)

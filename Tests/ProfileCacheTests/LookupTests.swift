@@ -93,20 +93,19 @@ import Testing
     @Test func bareIdsAreStoredOnceQuotedIdsAlongsideTheReply() throws {
         let bare = Array("小明".utf8)
         let quoted = Array("a b".utf8)
+        var slab = BlockSlab()
         let bareBlock = try #require(bare.withUnsafeBytes { key in
-            Array(replyLine("小明").utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0) }
+            Array(replyLine("小明").utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0, in: &slab) }
         })
         let quotedBlock = try #require(quoted.withUnsafeBytes { key in
-            Array(replyLine(#""a b""#).utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0) }
+            Array(replyLine(#""a b""#).utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0, in: &slab) }
         })
-        defer {
-            bareBlock.deallocate()
-            quotedBlock.deallocate()
-        }
         #expect(bareBlock.kind == .profileWithIdInReply)
         #expect(quotedBlock.kind == .profileWithIdAfterReply)
         #expect(Array(bareBlock.key) == bare)
         #expect(Array(quotedBlock.key) == quoted)
+        #expect(bareBlock.byteCount == EntryBlock.headerSize + replyLine("小明").utf8.count)
+        #expect(quotedBlock.byteCount == EntryBlock.headerSize + replyLine(#""a b""#).utf8.count + quoted.count)
     }
 
     @Test func idsOfEveryLengthUpTo128AreDistinguished() {
