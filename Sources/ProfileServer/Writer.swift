@@ -48,6 +48,8 @@ final class WriteCoordinator: @unchecked Sendable {
 
     // Writer thread only.
     private var writeGeneration = 0
+    /// Failed attempts in a row to empty a merged generation; the first is logged.
+    private var emptyFailures = 0
     private var barriers: [(job: WriteJob, sequence: Int64)] = []
     /// Encodes VALUE lines for the cache.
     private let scratch: UnsafeMutableRawPointer
@@ -170,7 +172,8 @@ final class WriteCoordinator: @unchecked Sendable {
             // The rows are in the table already; the generation cannot be reused until it is
             // empty, so the writer tries again shortly (meanwhile writes still go to the other).
             let reason = oneLine("\(error)")
-            Log.warn("emptying a merged log generation failed; retrying", ["error": reason])
+            emptyFailures += 1
+            if emptyFailures == 1 { Log.warn("emptying a merged log generation failed; retrying", ["error": reason]) }
             usleep(100_000)
             lock.lock()
             mergedGeneration = generation
@@ -179,6 +182,7 @@ final class WriteCoordinator: @unchecked Sendable {
             lock.unlock()
             return
         }
+        emptyFailures = 0
         lock.lock()
         rowsInGeneration[generation] = 0
         pinnedBytes[generation] = 0
