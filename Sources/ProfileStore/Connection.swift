@@ -70,6 +70,12 @@ final class Connection {
         return String(decoding: statement.text(0), as: UTF8.self)
     }
 
+    /// The error a writer fails with when a test injected `code` (see `StoreFile.setFault`).
+    func injectedFault(_ code: Int32, sql: String) -> StoreError {
+        StoreError(resultCode: code, message: "\(String(cString: sqlite3_errstr(code))) (injected)", sql: sql,
+                   path: file.path)
+    }
+
     /// The error SQLite just reported on this connection.
     func error(_ code: Int32, sql: String?) -> StoreError {
         StoreError(resultCode: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: file.path)

@@ -89,7 +89,7 @@ final class SQLiteProfileWriter: ProfileWriter {
     }
 
     func transaction<R>(_ body: () throws -> R) throws -> R {
-        try run(beginStatement)
+        try beginStatement.run()
         isInTransaction = true
         failure = nil
         defer {
@@ -101,8 +101,8 @@ final class SQLiteProfileWriter: ProfileWriter {
             let result = try body()
             try writePendingUpserts()
             if let failure { throw failure }
-            try checkFault(commitStatement)
-            try run(commitStatement)
+            try commitStatement.checkFault()
+            try commitStatement.run()
             return result
         } catch {
             // SQLite ends the transaction by itself after some errors.
@@ -202,10 +202,7 @@ final class SQLiteProfileWriter: ProfileWriter {
 
     /// Runs a schema statement of a write transaction; a failure dooms the transaction.
     private func executeWrite(_ sql: String) throws(StoreError) {
-        if let code = connection.file.fault {
-            throw StoreError(resultCode: code, message: "\(String(cString: sqlite3_errstr(code))) (injected)",
-                             sql: sql, path: connection.file.path)
-        }
+        if let code = connection.file.fault { throw connection.injectedFault(code, sql: sql) }
         try connection.execute(sql)
     }
 
@@ -255,7 +252,7 @@ final class SQLiteProfileWriter: ProfileWriter {
     }
 
     func checkpoint() throws {
-        try checkFault(checkpointStatement)
+        try checkpointStatement.checkFault()
         // The row is (busy, log frames, checkpointed frames).
         let busy = try run(checkpointStatement) { $0.int64(0) }
         guard busy == 0 else {
@@ -287,19 +284,13 @@ final class SQLiteProfileWriter: ProfileWriter {
     /// - Returns: whether the step produced a row.
     private func write(_ statement: Statement, bind: (Statement) throws(StoreError) -> Void) throws(StoreError) -> Bool {
         do {
-            try checkFault(statement)
+            try statement.checkFault()
             try bind(statement)
             return try statement.step()
         } catch {
             if failure == nil { failure = error }
             throw error
         }
-    }
-
-    /// Steps a statement without parameters through its first row.
-    private func run(_ statement: Statement) throws(StoreError) {
-        defer { statement.reset() }
-        _ = try statement.step()
     }
 
     /// Steps a statement without parameters and reads its first row.
@@ -309,14 +300,6 @@ final class SQLiteProfileWriter: ProfileWriter {
             throw StoreError(resultCode: SQLITE_ERROR, message: "no row", sql: statement.sql, path: connection.file.path)
         }
         return read(statement)
-    }
-
-    /// Fails as SQLite would with the code injected for tests, if any.
-    @inline(__always)
-    private func checkFault(_ statement: Statement) throws(StoreError) {
-        guard let code = connection.file.fault else { return }
-        throw StoreError(resultCode: code, message: "\(String(cString: sqlite3_errstr(code))) (injected)",
-                         sql: statement.sql, path: connection.file.path)
     }
 }
 

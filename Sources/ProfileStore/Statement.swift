@@ -89,3 +89,18 @@ final class Statement {
 
 @available(*, unavailable)
 extension Statement: Sendable {}
+
+extension Statement {
+    /// Fails as SQLite would with the code a test injected into the store's writers, if any.
+    @inline(__always)
+    func checkFault() throws(StoreError) {
+        guard let code = connection.file.fault else { return }
+        throw connection.injectedFault(code, sql: sql)
+    }
+
+    /// Steps once and resets, for a statement whose rows do not matter.
+    func run() throws(StoreError) {
+        defer { reset() }
+        _ = try step()
+    }
+}

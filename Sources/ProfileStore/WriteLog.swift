@@ -147,7 +147,7 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
 
     func transaction<R>(_ body: () throws -> R) throws -> R {
         let firstSequence = lastSequence
-        try step(beginStatement)
+        try beginStatement.run()
         isInTransaction = true
         defer {
             isInTransaction = false
@@ -156,8 +156,8 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
         do {
             let result = try body()
             try writePending()
-            try checkFault(commitStatement)
-            try step(commitStatement)
+            try commitStatement.checkFault()
+            try commitStatement.run()
             return result
         } catch {
             // Sequences of rolled-back rows are handed out again.
@@ -190,7 +190,7 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
             let rows = count - first >= PendingUpserts.batchRows ? PendingUpserts.batchRows : 1
             let statement = rows == 1 ? appendStatements[pendingGeneration] : batchAppendStatements[pendingGeneration]
             defer { statement.reset() }
-            try checkFault(statement)
+            try statement.checkFault()
             try pending.bind(first..<first + rows, to: statement)
             _ = try statement.step()
             first += rows
@@ -202,7 +202,7 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
         try writePending()
         let statement = removalStatements[generation]
         defer { statement.reset() }
-        try checkFault(statement)
+        try statement.checkFault()
         try statement.bind(1, lastSequence + 1)
         try statement.bind(2, userId)
         _ = try statement.step()
@@ -213,21 +213,9 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
         try transaction {
             let statement = truncateStatements[generation]
             defer { statement.reset() }
-            try checkFault(statement)
+            try statement.checkFault()
             _ = try statement.step()
         }
-    }
-
-    private func step(_ statement: Statement) throws(StoreError) {
-        defer { statement.reset() }
-        _ = try statement.step()
-    }
-
-    @inline(__always)
-    private func checkFault(_ statement: Statement) throws(StoreError) {
-        guard let code = connection.file.fault else { return }
-        throw StoreError(resultCode: code, message: "\(String(cString: sqlite3_errstr(code))) (injected)",
-                         sql: statement.sql, path: connection.file.path)
     }
 }
 
@@ -331,14 +319,14 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
 
     /// Runs `statements` in one transaction.
     private func run(_ statements: [Statement]) throws(StoreError) {
-        try step(beginStatement)
+        try beginStatement.run()
         do {
             for statement in statements {
-                try checkFault(statement)
-                try step(statement)
+                try statement.checkFault()
+                try statement.run()
             }
-            try checkFault(commitStatement)
-            try step(commitStatement)
+            try commitStatement.checkFault()
+            try commitStatement.run()
         } catch {
             if connection.isInTransaction {
                 _ = try? rollbackStatement.step()
@@ -346,17 +334,5 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
             }
             throw error
         }
-    }
-
-    private func step(_ statement: Statement) throws(StoreError) {
-        defer { statement.reset() }
-        _ = try statement.step()
-    }
-
-    @inline(__always)
-    private func checkFault(_ statement: Statement) throws(StoreError) {
-        guard let code = connection.file.fault else { return }
-        throw StoreError(resultCode: code, message: "\(String(cString: sqlite3_errstr(code))) (injected)",
-                         sql: statement.sql, path: connection.file.path)
     }
 }
