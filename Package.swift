@@ -40,7 +40,7 @@ let package = Package(
 
         // Starting the built executables and talking to them, shared by the black-box tests.
         .target(name: "ProfileTestSupport", dependencies: ["ProfileClient"], path: "Tests/ProfileTestSupport"),
-        .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol"]),
+        .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol", "ProfileTestSupport"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
         .testTarget(name: "ProfileServerTests",

@@ -1,3 +1,4 @@
+import ProfileTestSupport
 import Testing
 @testable import ProfileCache
 
@@ -5,7 +6,7 @@ import Testing
     @Test func bytesStayWithinTheLimitThroughRandomWork() {
         let limit = 32 << 10
         let cache = ProfileCache(limitBytes: limit, shardCount: 4)
-        var random = SplitMix(state: 1)
+        var random = SeededGenerator(seed: 1)
         for step in 0..<20_000 {
             let id = "id\(Int.random(in: 0..<600, using: &random))"
             switch Int.random(in: 0..<10, using: &random) {

@@ -68,7 +68,7 @@ import Testing
     }
 
     static func work(thread: Int, cache: ProfileCache, shared: Scoreboard) {
-        var random = SplitMix(state: UInt64(thread + 1) &* 0x9e37_79b9)
+        var random = SeededGenerator(seed: UInt64(thread + 1) &* 0x9e37_79b9)
         var model = Array(repeating: 0, count: ownKeys)
         var nextVersion = 1
         for _ in 0..<operationsPerThread {
@@ -128,7 +128,7 @@ import Testing
     @Test func threadsSharingTheCacheNeverSeeStaleOrForeignValues() {
         let cache = ProfileCache(limitBytes: Self.limit, shardCount: 8)
         let shared = Scoreboard()
-        runOnThreads(Self.threads) { thread in
+        onThreads(Self.threads) { thread in
             Self.work(thread: thread, cache: cache, shared: shared)
         }
         #expect(shared.failures.withLock { $0 } == [])

@@ -1,3 +1,4 @@
+import ProfileTestSupport
 import ProfileProtocol
 import Testing
 
@@ -93,7 +94,7 @@ private func roundTrips(_ value: [UInt8]) -> Bool {
 }
 
 @Test func randomUTF8StringsRoundTrip() {
-    var generator = SplitMix64(state: 0x5EED)
+    var generator = SeededGenerator(seed: 0x5EED)
     let pools: [ClosedRange<UInt32>] = [0x01...0x7F, 0x80...0x7FF, 0x800...0xFFFF, 0x10000...0x10FFFF]
     for _ in 0..<500 {
         var text = ""

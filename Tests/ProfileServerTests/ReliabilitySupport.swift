@@ -20,39 +20,7 @@ func monotonicSeconds() -> Double {
     return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
 
-/// Runs `body(i)` for i in 0..<count, each on its own POSIX thread, and waits for all of them.
-/// Blocking sockets in the bodies are fine: these are not the cooperative pool's threads.
-func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    final class Box {
-        let run: () -> Void
-        init(_ run: @escaping () -> Void) { self.run = run }
-    }
-    var threads: [pthread_t] = []
-    for i in 0..<count {
-        let context = Unmanaged.passRetained(Box { body(i) }).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, context)
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        threads.append(thread)
-    }
-    for thread in threads { pthread_join(thread, nil) }
-}
 
-/// SplitMix64: a small generator whose sequence a seed fixes, so a failing run can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// A process's resident set size in KiB (VmRSS in /proc/PID/status), or nil once it is gone.
 func residentKiB(of pid: pid_t) -> Int? {
