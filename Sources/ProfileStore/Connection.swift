@@ -44,6 +44,18 @@ final class Connection {
         }
     }
 
+    /// Switches the file to write-ahead logging (kept in the file) and sets the store's
+    /// durability level; `what` names the file in the error when SQLite will not.
+    func useWriteAheadLogging(for what: String) throws(StoreError) {
+        let mode = try text("PRAGMA journal_mode = WAL")
+        guard mode == "wal" else {
+            throw StoreError(kind: .other, resultCode: SQLITE_ERROR,
+                             message: "\(what) cannot use write-ahead logging (journal mode stayed \(mode))",
+                             path: file.path)
+        }
+        try applySynchronousMode()
+    }
+
     /// Runs SQL without parameters (pragmas, schema), ignoring any rows.
     func execute(_ sql: String) throws(StoreError) {
         let code = sqlite3_exec(handle, sql, nil, nil, nil)

@@ -70,6 +70,22 @@ final class PendingUpserts {
         rows.removeAll(keepingCapacity: true)
     }
 
+    /// Writes the pending rows and forgets them: `batch` (a statement of `batchRows` rows)
+    /// for each full batch, `single` for each row left. `write` binds the rows of `range` to
+    /// the statement it is given (with `bind`) and steps it; the statement is reset after.
+    func write(single: Statement, batch: Statement,
+               _ write: (Statement, Range<Int>) throws(StoreError) -> Void) throws(StoreError) {
+        defer { removeAll() }
+        var first = 0
+        while first < count {
+            let rows = count - first >= Self.batchRows ? Self.batchRows : 1
+            let statement = rows == 1 ? single : batch
+            defer { statement.reset() }
+            try write(statement, first..<first + rows)
+            first += rows
+        }
+    }
+
     /// Binds `rows[range]` to `statement` as (user_id, name, portrait_uri, seq)
     /// groups from parameter 1 on. The views stay valid until the next append.
     func bind(_ range: Range<Int>, to statement: Statement) throws(StoreError) {

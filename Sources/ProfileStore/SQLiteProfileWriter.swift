@@ -37,24 +37,7 @@ final class SQLiteProfileWriter: ProfileWriter {
 
     init(file: StoreFile, cacheKibibytes: Int) throws(StoreError) {
         connection = try Connection(file: file)
-        // The page cache is the caller's choice: the server keeps a small one, an
-        // offline import's sorted writes need little more. A sort larger than the
-        // cache (rebuilding profiles_by_seq over a large table) spills to a
-        // temporary file rather than to memory, so memory does not grow with the
-        // table: in memory, a rebuild over three million rows took 270 MB.
-        // A checkpoint copies each page in the log back once however many
-        // commits rewrote it, so with ids spread over a large table a rare
-        // checkpoint is far cheaper per write: every 65,536 pages (about
-        // 256 MiB of log) group commits of random ids over a million profiles
-        // ran about 3x faster than every 10,000. After a checkpoint the log
-        // file is cut back to 64 MiB.
-        try connection.execute("""
-            PRAGMA cache_size = -\(cacheKibibytes);
-            PRAGMA temp_store = FILE;
-            PRAGMA wal_autocheckpoint = \(Self.checkpointPages);
-            PRAGMA journal_size_limit = \(Self.logBytesKeptAfterCheckpoint);
-            """)
-        try connection.applySynchronousMode()
+        try Self.configureForLargeTransactions(connection, cacheKibibytes: cacheKibibytes)
         beginStatement = try Statement(connection, "BEGIN IMMEDIATE")
         commitStatement = try Statement(connection, "COMMIT")
         rollbackStatement = try Statement(connection, "ROLLBACK")
@@ -74,6 +57,29 @@ final class SQLiteProfileWriter: ProfileWriter {
 
     static let checkpointPages = 65_536
     static let logBytesKeptAfterCheckpoint = 64 << 20
+
+    /// Pragmas for a connection that writes the table in large transactions.
+    ///
+    /// The page cache is the caller's choice: the server keeps a small one, an
+    /// offline import's sorted writes need little more. A sort larger than the
+    /// cache (rebuilding profiles_by_seq over a large table) spills to a
+    /// temporary file rather than to memory, so memory does not grow with the
+    /// table: in memory, a rebuild over three million rows took 270 MB.
+    /// A checkpoint copies each page in the log back once however many
+    /// commits rewrote it, so with ids spread over a large table a rare
+    /// checkpoint is far cheaper per write: every 65,536 pages (about
+    /// 256 MiB of log) group commits of random ids over a million profiles
+    /// ran about 3x faster than every 10,000. After a checkpoint the log
+    /// file is cut back to 64 MiB.
+    static func configureForLargeTransactions(_ connection: Connection, cacheKibibytes: Int) throws(StoreError) {
+        try connection.execute("""
+            PRAGMA cache_size = -\(cacheKibibytes);
+            PRAGMA temp_store = FILE;
+            PRAGMA wal_autocheckpoint = \(checkpointPages);
+            PRAGMA journal_size_limit = \(logBytesKeptAfterCheckpoint);
+            """)
+        try connection.applySynchronousMode()
+    }
 
     /// Inserts or replaces `rows` rows; a later row with the same id wins,
     /// since SQLite applies the rows of one statement in order.
@@ -105,11 +111,7 @@ final class SQLiteProfileWriter: ProfileWriter {
             try commitStatement.run()
             return result
         } catch {
-            // SQLite ends the transaction by itself after some errors.
-            if connection.isInTransaction {
-                _ = try? rollbackStatement.step()
-                rollbackStatement.reset()
-            }
+            rollbackStatement.rollBackIfOpen()
             throw error
         }
     }
@@ -264,17 +266,9 @@ final class SQLiteProfileWriter: ProfileWriter {
     /// Writes the pending upserts, a batch statement for each full batch and
     /// one-row statements for the rest.
     private func writePendingUpserts() throws(StoreError) {
-        let count = pending.count
-        defer { pending.removeAll() }
-        var first = 0
-        while first < count {
-            let rows = count - first >= PendingUpserts.batchRows ? PendingUpserts.batchRows : 1
-            let statement = rows == 1 ? upsertStatement : upsertBatchStatement
-            defer { statement.reset() }
-            _ = try write(statement) { statement throws(StoreError) in
-                try pending.bind(first..<first + rows, to: statement)
-            }
-            first += rows
+        let pending = self.pending
+        try pending.write(single: upsertStatement, batch: upsertBatchStatement) { statement, rows throws(StoreError) in
+            _ = try write(statement) { statement throws(StoreError) in try pending.bind(rows, to: statement) }
         }
     }
 

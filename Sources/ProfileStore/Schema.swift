@@ -43,13 +43,7 @@ enum Schema {
         try connection.execute("PRAGMA query_only = OFF")
         profiled_sqlite_set_checkpoint_on_close(connection.handle, 1)
 
-        let mode = try connection.text("PRAGMA journal_mode = WAL")
-        guard mode == "wal" else {
-            throw StoreError(kind: .other, resultCode: SQLITE_ERROR,
-                             message: "the file cannot use write-ahead logging (journal mode stayed \(mode))",
-                             path: file.path)
-        }
-        try connection.applySynchronousMode()
+        try connection.useWriteAheadLogging(for: "the file")
         if found < version {
             try migrate(connection, from: found)
         }

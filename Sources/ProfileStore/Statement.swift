@@ -103,4 +103,12 @@ extension Statement {
         defer { reset() }
         _ = try step()
     }
+
+    /// Runs this ROLLBACK after a failed transaction if SQLite did not end it by itself, as it
+    /// does after some errors; a failure here leaves the first error to be reported.
+    func rollBackIfOpen() {
+        guard connection.isInTransaction else { return }
+        _ = try? step()
+        reset()
+    }
 }

@@ -26,13 +26,7 @@ enum WriteLogFile {
             throw StoreError(kind: .notADatabase, resultCode: SQLITE_NOTADB,
                              message: "\(file.logPath) is not this store's write log", path: file.path)
         }
-        let mode = try connection.text("PRAGMA journal_mode = WAL")
-        guard mode == "wal" else {
-            throw StoreError(kind: .other, resultCode: SQLITE_ERROR,
-                             message: "the write log cannot use write-ahead logging (journal mode stayed \(mode))",
-                             path: file.path)
-        }
-        try connection.applySynchronousMode()
+        try connection.useWriteAheadLogging(for: "the write log")
         guard objects == 0 else { return }
         try connection.execute("BEGIN IMMEDIATE")
         do {
@@ -162,10 +156,7 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
         } catch {
             // Sequences of rolled-back rows are handed out again.
             lastSequence = firstSequence
-            if connection.isInTransaction {
-                _ = try? rollbackStatement.step()
-                rollbackStatement.reset()
-            }
+            rollbackStatement.rollBackIfOpen()
             throw error
         }
     }
@@ -180,20 +171,14 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
         if pending.count == PendingUpserts.batchRows { try writePending() }
     }
 
-    /// Writes the pending appends: a batch statement for each full batch, one-row statements
-    /// for the rest.
+    /// Writes the pending appends (see `PendingUpserts.write`).
     private func writePending() throws(StoreError) {
-        let count = pending.count
-        defer { pending.removeAll() }
-        var first = 0
-        while first < count {
-            let rows = count - first >= PendingUpserts.batchRows ? PendingUpserts.batchRows : 1
-            let statement = rows == 1 ? appendStatements[pendingGeneration] : batchAppendStatements[pendingGeneration]
-            defer { statement.reset() }
+        let pending = self.pending
+        try pending.write(single: appendStatements[pendingGeneration],
+                          batch: batchAppendStatements[pendingGeneration]) { statement, rows throws(StoreError) in
             try statement.checkFault()
-            try pending.bind(first..<first + rows, to: statement)
+            try pending.bind(rows, to: statement)
             _ = try statement.step()
-            first += rows
         }
     }
 
@@ -235,13 +220,8 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
     init(file: StoreFile, cacheKibibytes: Int) throws(StoreError) {
         let connection = try Connection(file: file)
         self.connection = connection
-        try connection.execute("""
-            PRAGMA cache_size = -\(cacheKibibytes);
-            PRAGMA temp_store = FILE;
-            PRAGMA wal_autocheckpoint = \(SQLiteProfileWriter.checkpointPages);
-            PRAGMA journal_size_limit = \(SQLiteProfileWriter.logBytesKeptAfterCheckpoint);
-            """)
-        try connection.applySynchronousMode()
+        // It writes the table in large transactions, as the offline writer does.
+        try SQLiteProfileWriter.configureForLargeTransactions(connection, cacheKibibytes: cacheKibibytes)
         let attach = try Statement(connection, "ATTACH DATABASE ?1 AS log")
         let bound = sqlite3_bind_text(attach.handle, 1, file.logPath, -1, profiled_sqlite_transient())
         guard bound == SQLITE_OK else { throw connection.error(bound, sql: attach.sql) }
@@ -328,10 +308,7 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
             try commitStatement.checkFault()
             try commitStatement.run()
         } catch {
-            if connection.isInTransaction {
-                _ = try? rollbackStatement.step()
-                rollbackStatement.reset()
-            }
+            rollbackStatement.rollBackIfOpen()
             throw error
         }
     }
