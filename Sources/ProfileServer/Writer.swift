@@ -34,13 +34,10 @@ final class WriteCoordinator: @unchecked Sendable {
     private var mergedGeneration: Int?
     /// A FLUSHALL the writer hands the folder, which owns the table's writes.
     private var flushRequest: WriteJob?
-    /// Log rows committed to each generation and not yet emptied.
-    private var rowsInGeneration = [0, 0]
     /// Bytes of cache entries pinned in each generation (an upper bound: a rewritten id counts twice).
     private var pinnedBytes = [0, 0]
-    /// The write sequence through which the table has every write.
-    private var foldedThrough: Int64 = 0
-    private var sequenceAtFlip: Int64 = 0
+    /// The newest write sequence in the generation being folded.
+    private var sequenceAtFlip = 0
     /// Why the last fold or emptying of a generation failed, for the barriers waiting on it;
     /// cleared when they are answered, and when a fold or an emptying succeeds (a barrier
     /// that comes later must not get an error that no longer holds).
@@ -50,7 +47,7 @@ final class WriteCoordinator: @unchecked Sendable {
     private var writeGeneration = 0
     /// Failed attempts in a row to empty a merged generation; the first is logged.
     private var emptyFailures = 0
-    private var barriers: [(job: WriteJob, sequence: Int64)] = []
+    private var barriers: [(job: WriteJob, sequence: Int)] = []
     /// Encodes VALUE lines for the cache.
     private let scratch: UnsafeMutableRawPointer
     private let scratchCapacity = 65536
@@ -66,7 +63,9 @@ final class WriteCoordinator: @unchecked Sendable {
     /// must not put them into the cache, and must start a new snapshot before it trusts a miss.
     let publishedBatches = Atomic<Int>(0)
     /// The newest write sequence committed to the log, and the newest the table has: when
-    /// they differ, COUNT, RECENT and SCAN wait for a fold (see `WriteJob.Operation.barrier`).
+    /// they differ, COUNT, RECENT, SCAN and STATS wait for a fold (see
+    /// `WriteJob.Operation.barrier`), and the folder has a generation to merge. Stored under
+    /// `lock` (the folded one) or by the writer thread (the committed one).
     let committedSequence = Atomic<Int>(0)
     let foldedSequence = Atomic<Int>(0)
 
@@ -74,7 +73,6 @@ final class WriteCoordinator: @unchecked Sendable {
         self.cache = cache
         self.statistics = statistics
         self.pinLimitBytes = pinLimitBytes
-        foldedThrough = lastSequence
         committedSequence.store(Int(lastSequence), ordering: .relaxed)
         foldedSequence.store(Int(lastSequence), ordering: .relaxed)
         scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchCapacity, alignment: 16)
@@ -140,7 +138,7 @@ final class WriteCoordinator: @unchecked Sendable {
                 flipRequested = false
                 foldingGeneration = writeGeneration
                 foldPending = true
-                sequenceAtFlip = log.lastSequence
+                sequenceAtFlip = Int(log.lastSequence)
                 writeGeneration = 1 - writeGeneration
                 lock.broadcast()
             }
@@ -160,7 +158,8 @@ final class WriteCoordinator: @unchecked Sendable {
     private var writerHasWork: Bool {
         (!queue.isEmpty && pinnedBytes[0] + pinnedBytes[1] < pinLimitBytes)
             || mergedGeneration != nil || flipRequested
-            || (!barriers.isEmpty && (barriers[0].sequence <= foldedThrough || foldFailure != nil))
+            || (!barriers.isEmpty
+                && (barriers[0].sequence <= foldedSequence.load(ordering: .relaxed) || foldFailure != nil))
             || (stopping && queue.isEmpty && barriers.isEmpty)
     }
 
@@ -184,7 +183,6 @@ final class WriteCoordinator: @unchecked Sendable {
         }
         emptyFailures = 0
         lock.lock()
-        rowsInGeneration[generation] = 0
         pinnedBytes[generation] = 0
         foldingGeneration = nil
         foldFailure = nil
@@ -210,7 +208,7 @@ final class WriteCoordinator: @unchecked Sendable {
                 flush(job)
             case .barrier:
                 // Everything acknowledged before it was committed before it.
-                let sequence = Int64(committedSequence.load(ordering: .relaxed))
+                let sequence = committedSequence.load(ordering: .relaxed)
                 job.outcome = .barrierPassed
                 barriers.append((job, sequence))
             }
@@ -249,7 +247,6 @@ final class WriteCoordinator: @unchecked Sendable {
             fail(jobs, error)
             return
         }
-        var rows = 0
         var bytes = 0
         for job in jobs {
             job.withArguments { argument in
@@ -258,11 +255,10 @@ final class WriteCoordinator: @unchecked Sendable {
                     bytes += cacheValue(userId: argument(3 * t), name: argument(3 * t + 1),
                                         portraitUri: argument(3 * t + 2), generation: generation)
                 }
-                rows += triples
             }
             statistics.profilesWritten.add(job.profilesWritten, ordering: .relaxed)
         }
-        published(rows: rows, bytes: bytes, generation: generation, log: log)
+        published(bytes: bytes, generation: generation, log: log)
     }
 
     /// UPDATE and DEL: the current profile comes from the cache, which holds every write the
@@ -290,7 +286,7 @@ final class WriteCoordinator: @unchecked Sendable {
                             let bytes = cacheValue(userId: userId, name: name, portraitUri: portraitUri, generation: generation)
                             job.outcome = .updated
                             statistics.profilesWritten.add(1, ordering: .relaxed)
-                            published(rows: 1, bytes: bytes, generation: generation, log: log)
+                            published(bytes: bytes, generation: generation, log: log)
                         }
                     }
                 case .del:
@@ -298,7 +294,7 @@ final class WriteCoordinator: @unchecked Sendable {
                     cache.store(userId, reply: nil, pinnedIn: generation)
                     job.outcome = .deleted
                     statistics.profilesDeleted.add(1, ordering: .relaxed)
-                    published(rows: 1, bytes: userId.count + 16, generation: generation, log: log)
+                    published(bytes: userId.count + 16, generation: generation, log: log)
                 default:
                     preconditionFailure("only UPDATE and DEL read the current profile")
                 }
@@ -342,10 +338,8 @@ final class WriteCoordinator: @unchecked Sendable {
         lock.broadcast()
         while flushRequest != nil { lock.wait() }
         if case .flushed = job.outcome {
-            rowsInGeneration = [0, 0]
             pinnedBytes = [0, 0]
-            foldedThrough = Int64(committedSequence.load(ordering: .relaxed))
-            foldedSequence.store(Int(foldedThrough), ordering: .releasing)
+            foldedSequence.store(committedSequence.load(ordering: .relaxed), ordering: .releasing)
         }
         lock.unlock()
         if case .flushed = job.outcome {
@@ -356,11 +350,10 @@ final class WriteCoordinator: @unchecked Sendable {
     }
 
     /// After a commit: count what it pinned, make it visible, and wake the folder.
-    private func published(rows: Int, bytes: Int, generation: Int, log: any WriteLogWriter) {
+    private func published(bytes: Int, generation: Int, log: any WriteLogWriter) {
         committedSequence.store(Int(log.lastSequence), ordering: .releasing)
         publishedBatches.add(1, ordering: .releasing)
         lock.lock()
-        rowsInGeneration[generation] += rows
         pinnedBytes[generation] += bytes
         lock.unlock()
         lock.broadcast()
@@ -385,7 +378,7 @@ final class WriteCoordinator: @unchecked Sendable {
     private func answerBarriers() {
         guard !barriers.isEmpty else { return }
         lock.lock()
-        let through = foldedThrough
+        let through = foldedSequence.load(ordering: .relaxed)
         let failure = foldFailure
         foldFailure = nil
         lock.unlock()
@@ -477,8 +470,7 @@ final class WriteCoordinator: @unchecked Sendable {
                 foldPending = false
                 foldFailure = nil
                 mergedGeneration = generation
-                foldedThrough = through
-                foldedSequence.store(Int(through), ordering: .releasing)
+                foldedSequence.store(through, ordering: .releasing)
                 lock.unlock()
                 lock.broadcast()
                 continue
@@ -500,8 +492,10 @@ final class WriteCoordinator: @unchecked Sendable {
     private var folderHasWork: Bool {
         if flushRequest != nil || foldPending { return true }
         if folderStopping && writerFinished { return true }
-        // While nothing is being folded the other generation is empty: any rows are new writes.
-        return foldingGeneration == nil && !flipRequested && rowsInGeneration[0] + rowsInGeneration[1] > 0
+        // While nothing is being folded the other generation is empty: anything committed and
+        // not folded is in the one being written.
+        return foldingGeneration == nil && !flipRequested
+            && committedSequence.load(ordering: .acquiring) != foldedSequence.load(ordering: .relaxed)
     }
 }
 
