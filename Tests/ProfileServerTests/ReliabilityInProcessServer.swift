@@ -20,7 +20,7 @@ final class InProcessServer {
     private let port: UInt16
     private var threads: (worker: pthread_t, writer: pthread_t, folder: pthread_t)?
 
-    init(path: String, busyTimeoutMilliseconds: Int32 = 200) throws {
+    init(path: String, busyTimeoutMilliseconds: Int32 = 200, pinLimitBytes: Int = 8 << 20) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
         Log.level = .error
         store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
@@ -30,7 +30,7 @@ final class InProcessServer {
         nonisolated(unsafe) let logFolder = try store.makeWriteLogFolder()
         let cache = ProfileCache(limitBytes: 8 << 20)
         statistics = ServerStatistics()
-        let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: 8 << 20,
+        let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: pinLimitBytes,
                                       lastSequence: logWriter.lastSequence)
         context = ServerContext(configuration: ServerConfiguration(), cache: cache, store: store, writer: writer,
                                 tokens: TokenRegistry(nil), statistics: statistics, workerCount: 1)

@@ -5,6 +5,49 @@ import Testing
 
 /// Pipelining, read-after-write across connections, crash and shutdown durability.
 @Suite struct ServerConsistencyTests {
+    /// Writes pinned in the cache past the limit wait for the folder to merge a generation:
+    /// with a limit a few writes fill, every write is still acknowledged, in order, and read back.
+    @Test func writesBeyondThePinLimitWaitForAMergeAndAllGoIn() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let server = try InProcessServer(path: directory + "/p.db", pinLimitBytes: 4096)
+        let c = try server.connect()
+        for batch in 0..<20 {
+            let profiles = (0..<100).map { Profile(userId: "p\(batch)-\($0)", name: "name \($0)", portraitUri: "u") }
+            #expect(try c.mset(profiles) == profiles.count)
+        }
+        #expect(try c.count() == 2000)
+        #expect(try c.get(Array("p19-99".utf8))?.name == Array("name 99".utf8))
+        server.stop()
+    }
+
+    /// UPDATE reads the profile's other field from the cached reply line (escapes and all)
+    /// or, when the cache does not hold it, from the table; either way the field it does not
+    /// name comes back byte for byte.
+    @Test func partialUpdateKeepsTheOtherFieldFromCacheAndFromTable() throws {
+        let name = Array("Zoë \"the\" Li\t小明 😀".utf8)
+        let uri = Array("https://cdn.example/a b/\\x".utf8)
+        do {
+            let server = try TestServer()
+            let c = try server.connect()
+            try c.set(Profile(userId: Array("in cache".utf8), name: name, portraitUri: uri))
+            #expect(try c.update(Array("in cache".utf8), portraitUri: Array("u2".utf8)))
+            #expect(try c.get(Array("in cache".utf8)).map { [$0.name, $0.portraitUri] } == [name, Array("u2".utf8)])
+            #expect(try c.update(Array("in cache".utf8), name: Array("n2".utf8)))
+            #expect(try c.get(Array("in cache".utf8)).map { [$0.name, $0.portraitUri] } == [Array("n2".utf8), Array("u2".utf8)])
+        }
+        // Restarted, the cache is empty: the current profile comes from the table.
+        let server = try TestServer()
+        let c = try server.connect()
+        try c.set(Profile(userId: Array("in table".utf8), name: name, portraitUri: uri))
+        #expect(exitCode(server.stop()) == 0)
+        try server.start()
+        let again = try server.connect()
+        #expect(try again.update(Array("in table".utf8), portraitUri: Array("u3".utf8)))
+        #expect(try again.get(Array("in table".utf8)).map { [$0.name, $0.portraitUri] } == [name, Array("u3".utf8)])
+        #expect(try !again.update(Array("nobody".utf8), name: Array("x".utf8)))
+    }
+
     /// Writes commit to the write log and reach the table later; COUNT, RECENT, SCAN and STATS
     /// read the table, so they must wait until it has every write acknowledged before them.
     @Test func tableReadsSeeEveryAcknowledgedWriteAtOnce() throws {

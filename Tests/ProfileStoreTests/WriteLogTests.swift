@@ -1,3 +1,4 @@
+import Glibc
 import CSQLite
 import Testing
 @testable import ProfileStore
@@ -89,6 +90,28 @@ extension WriteLogWriter {
         #expect(try reader.get("b") == Profile("b", "in the log too", "2"))
         #expect(try store.makeWriteLogFolder().logRows() == 0)
         #expect(try store.makeWriteLogWriter().lastSequence == lastSequence)
+    }
+
+    @Test func foldAllGivesTheEmptiedLogsPagesBack() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("p.db")
+        func logFileBytes() -> Int {
+            var status = stat()
+            return stat(path + "-writes", &status) == 0 ? Int(status.st_size) : -1
+        }
+        do {
+            let store = try openStore(path)
+            let log = try store.makeWriteLogWriter()
+            let name = String(repeating: "n", count: 200)
+            try log.transaction {
+                for i in 0..<5000 { try log.append(i % 2, Profile("id\(i)", name, "u")) }
+            }
+            try store.makeWriteLogFolder().foldAll()
+        }
+        // Closed, so the log's WAL went back into it: a few pages, not the ~1.2 MB it grew to.
+        #expect(logFileBytes() > 0)
+        #expect(logFileBytes() < 64 << 10, "\(logFileBytes()) bytes")
+        #expect(try openStore(path).makeReader().count() == 5000)
     }
 
     @Test func aFailedAppendRollsBackAndHandsItsSequenceOutAgain() throws {
