@@ -136,16 +136,16 @@ public final class Server {
         // Each connection moves to its thread for good; nothing here touches it again.
         nonisolated(unsafe) let logWriter = self.logWriter
         nonisolated(unsafe) let writerReader = self.writerReader
-        let writerThread = startThread { context.writer.run(log: logWriter, reader: writerReader) }
+        let writerThread = startThread("writer") { context.writer.run(log: logWriter, reader: writerReader) }
         nonisolated(unsafe) let logFolder = self.logFolder
         nonisolated(unsafe) let storeWriter = self.storeWriter
-        let folderThread = startThread { context.writer.runFolder(folder: logFolder, writer: storeWriter) }
+        let folderThread = startThread("folder") { context.writer.runFolder(folder: logFolder, writer: storeWriter) }
         nonisolated(unsafe) let checkpointWriter = self.checkpointWriter
         let checkpointer = self.checkpointer
-        let checkpointerThread = startThread { checkpointer.run(writer: checkpointWriter) }
+        let checkpointerThread = startThread("checkpointer") { checkpointer.run(writer: checkpointWriter) }
         var workerThreads: [pthread_t] = []
         for worker in workers {
-            workerThreads.append(startThread { worker.run() })
+            workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
         for i in listeners.indices {

@@ -1,7 +1,9 @@
+import CLibevent
 import Glibc
 
-/// Starts a joinable POSIX thread running `body`.
-func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+/// Starts a joinable POSIX thread running `body`, named `name` (at most 15 bytes): `top -H`
+/// and /proc/PID/task/*/comm then tell the writer from the workers.
+func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t {
     final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
     let context = Unmanaged.passRetained(Box(body)).toOpaque()
     var thread = pthread_t()
@@ -10,6 +12,8 @@ func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
         return nil
     }, context)
     precondition(rc == 0, "pthread_create failed: \(rc)")
+    precondition(name.utf8.count <= 15, "a thread name is at most 15 bytes")
+    _ = pthread_setname_np(thread, name)
     return thread
 }
 

@@ -38,8 +38,8 @@ final class InProcessServer {
         listener = try listenTCP(host: "127.0.0.1", port: 0)[0]
         port = boundPort(of: listener)
         let worker = self.worker
-        threads = (startThread { worker.run() }, startThread { writer.run(log: logWriter, reader: writerReader) },
-                   startThread { writer.runFolder(folder: logFolder, writer: storeWriter) })
+        threads = (startThread("worker-0") { worker.run() }, startThread("writer") { writer.run(log: logWriter, reader: writerReader) },
+                   startThread("folder") { writer.runFolder(folder: logFolder, writer: storeWriter) })
     }
 
     /// A client connection served by the worker.
