@@ -72,7 +72,7 @@ extension Worker {
             execute(command, on: connection)
             if !verb.isWrite && !connection.barrierInFlight {
                 passVerbCounts[Int(verb.rawValue)] += 1
-                passAnswered = true
+                passVerbsSeen |= 1 << verb.rawValue
             }
         }
         return true

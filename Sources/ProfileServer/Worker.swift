@@ -43,7 +43,8 @@ final class Worker: @unchecked Sendable {
     /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
     var passStart = 0
     var passVerbCounts = [Int](repeating: 0, count: Verb.allCases.count)
-    var passAnswered = false
+    /// Bit n set: `passVerbCounts[n]` is not zero (so a pass visits only the verbs it served).
+    var passVerbsSeen: UInt32 = 0
     /// Cache misses in one pass share one read transaction; `snapshotBatches` is the writer's
     /// publish count read before it began (see `WriteCoordinator.publishedBatches`).
     var readTransactionOpen = false
@@ -53,6 +54,7 @@ final class Worker: @unchecked Sendable {
         self.index = index
         self.context = context
         maxLine = context.configuration.maxLine
+        precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
         guard let base = event_base_new_with_config(config) else {
@@ -244,7 +246,7 @@ final class Worker: @unchecked Sendable {
             jobs.removeAll(keepingCapacity: true)
         }
         context.workerStatistics[index].publish(counters)
-        if passAnswered { recordPassLatency() }
+        if passVerbsSeen != 0 { recordPassLatency() }
         if connection.phase == .closed {
             out.count = 0
             return
@@ -293,11 +295,12 @@ final class Worker: @unchecked Sendable {
     private func recordPassLatency() {
         let elapsed = monotonicNanos() - passStart
         let latency = context.latency[index]
-        for (raw, count) in passVerbCounts.enumerated() where count > 0 {
-            latency.record(Verb(rawValue: UInt8(raw))!, nanos: elapsed, count: count)
+        while passVerbsSeen != 0 {
+            let raw = passVerbsSeen.trailingZeroBitCount
+            passVerbsSeen &= passVerbsSeen - 1
+            latency.record(Verb(rawValue: UInt8(raw))!, nanos: elapsed, count: passVerbCounts[raw])
             passVerbCounts[raw] = 0
         }
-        passAnswered = false
     }
 
     private func hasCompleteLine(_ connection: Connection) -> Bool {
