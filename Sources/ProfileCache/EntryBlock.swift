@@ -15,11 +15,13 @@ struct EntryBlock {
         case profileWithIdAfterReply
     }
 
-    /// The kind byte's low bits hold the kind; its top bit marks a pinned entry and the
-    /// bit below it the write-log generation that pinned it.
+    /// The kind byte's low bits hold the kind; its top bit marks a pinned entry, the bit below
+    /// it the write-log generation that pinned it, and the next one an entry looked up since
+    /// eviction last passed it.
     static let kindMask: UInt8 = 0x03
     static let pinnedBit: UInt8 = 0x80
     static let generationBit: UInt8 = 0x40
+    static let referencedBit: UInt8 = 0x20
 
     static let headerSize = 4
     /// Where a bare id starts in a reply line: after `VALUE `.
@@ -87,9 +89,19 @@ struct EntryBlock {
             return byte & Self.generationBit == 0 ? 0 : 1
         }
         nonmutating set {
-            var byte = base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask
+            var byte = base.load(fromByteOffset: 3, as: UInt8.self) & ~(Self.pinnedBit | Self.generationBit)
             if let newValue { byte |= Self.pinnedBit | (newValue == 0 ? 0 : Self.generationBit) }
             base.storeBytes(of: byte, toByteOffset: 3, as: UInt8.self)
+        }
+    }
+
+    /// Set by a lookup, cleared when eviction gives the entry its second chance.
+    var isReferenced: Bool {
+        get { base.load(fromByteOffset: 3, as: UInt8.self) & Self.referencedBit != 0 }
+        nonmutating set {
+            let byte = base.load(fromByteOffset: 3, as: UInt8.self)
+            base.storeBytes(of: newValue ? byte | Self.referencedBit : byte & ~Self.referencedBit,
+                            toByteOffset: 3, as: UInt8.self)
         }
     }
 

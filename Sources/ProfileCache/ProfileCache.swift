@@ -70,7 +70,8 @@ public final class ProfileCache: @unchecked Sendable {
 
     /// Looks up `userId` and runs `body` with the outcome while the shard is locked.
     ///
-    /// A hit or a remembered absence becomes the most recently used entry. Keep
+    /// A hit or a remembered absence is marked as used, which spares it the next eviction
+    /// that reaches it. Keep
     /// `body` brief, e.g. copy the reply bytes out: other threads using the same
     /// shard wait for it. Ids that are empty or longer than 255 bytes always miss.
     @inlinable

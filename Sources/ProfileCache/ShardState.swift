@@ -23,7 +23,8 @@ struct ShardState: ~Copyable {
     /// Where the entries' blocks live.
     private var slab = BlockSlab()
     private var records = EntryRecords()
-    /// Every entry, most recently used first.
+    /// Every entry. New entries, and looked-up ones that eviction passed, go to the head: the
+    /// order is by recency of use, approximately (see `evictionCandidate`).
     private var recency = RecencyList()
     /// The absences alone, most recently used first, to evict the oldest when over their cap.
     private var absences = RecencyList()
@@ -72,12 +73,10 @@ struct ShardState: ~Copyable {
             return .miss(FillTicket(shard: index, epoch: epoch))
         }
         let block = EntryBlock(records[found.entry].block!)
-        recency.moveToFront(found.entry, recencyLinks)
-        if block.isAbsence {
-            absences.moveToFront(found.entry, absenceLinks)
-            return .absent
-        }
-        return .hit(block.reply)
+        // Marked, not moved: relinking touched two more records at random places in memory on
+        // every hit. Eviction moves marked entries to the front instead (see `evictionCandidate`).
+        if !block.isReferenced { block.isReferenced = true }
+        return block.isAbsence ? .absent : .hit(block.reply)
     }
 
     /// Adds `reply` (an absence when nil) unless the epoch moved since `ticketEpoch` or the key
@@ -152,7 +151,7 @@ struct ShardState: ~Copyable {
         if block.isAbsence {
             while absenceBytes + absenceCharge > absenceBudget {
                 let links = absentItems > pinnedAbsences ? absenceLinks : nil
-                guard let links, let victim = Self.unpinnedTail(of: &absences, links, records: records.base!) else {
+                guard let links, let victim = Self.evictionCandidate(of: &absences, links, records: records.base!) else {
                     if pinned { break }
                     block.release(to: &slab)
                     return
@@ -203,21 +202,34 @@ struct ShardState: ~Copyable {
                 return true
             }
             let links = items > pinnedItems ? recencyLinks : nil
-            guard let links, let victim = Self.unpinnedTail(of: &recency, links, records: records.base!) else {
+            guard let links, let victim = Self.evictionCandidate(of: &recency, links, records: records.base!) else {
                 return pinned
             }
             evict(victim)
         }
     }
 
-    /// The least recently used unpinned entry of `list`; the caller has made sure there is
-    /// one. Pinned entries met at the tail move to the head, so the next search does not
-    /// pass them again.
-    private static func unpinnedTail(of list: inout RecencyList, _ links: some EntryLinks,
-                                     records: UnsafeMutablePointer<EntryRecord>) -> UInt32? {
+    /// How many looked-up entries one eviction gives a second chance before it takes the
+    /// tail whatever it is: bounds the time an eviction holds the shard's lock.
+    static let maxSecondChances = 32
+
+    /// The entry to evict from `list`: the one nearest its tail that is unpinned and was not
+    /// looked up since eviction last passed it (second chance, as in CLOCK: a lookup marks an
+    /// entry, and eviction moves marked ones to the head, unmarked). After
+    /// `maxSecondChances` marked entries the next unpinned one goes regardless. Pinned
+    /// entries met at the tail move to the head, so the next search does not pass them again.
+    /// The caller has made sure there is an unpinned entry.
+    private static func evictionCandidate(of list: inout RecencyList, _ links: some EntryLinks,
+                                          records: UnsafeMutablePointer<EntryRecord>) -> UInt32? {
+        var secondChances = 0
         while list.tail != .noEntry {
             let tail = list.tail
-            if EntryBlock(records[Int(tail)].block!).pinnedGeneration == nil { return tail }
+            let block = EntryBlock(records[Int(tail)].block!)
+            if block.pinnedGeneration == nil {
+                guard block.isReferenced && secondChances < maxSecondChances else { return tail }
+                block.isReferenced = false
+                secondChances += 1
+            }
             list.moveToFront(tail, links)
         }
         return nil

@@ -5,27 +5,48 @@ import Testing
     /// Ids of equal length with equal replies, so every entry costs the same.
     static let ids = (0..<400).map { "user\(1000 + $0)" }
 
-    @Test func leastRecentlyUsedGoFirstAndTouchedEntriesSurvive() {
+    /// Fills a one-shard cache with `ids` in order until it evicts; returns it and the
+    /// index of the oldest id still resident.
+    static func filled(absences: Bool = false) -> (cache: ProfileCache, oldest: Int) {
         let cache = ProfileCache(limitBytes: 16 << 10, shardCount: 1)
-        for id in Self.ids {
-            cache.store(id, replyLine(id))
+        for id in ids {
+            cache.store(id, absences ? nil : replyLine(id))
         }
         let statistics = cache.statistics
-        #expect(statistics.evictions > 0)
-        let resident = statistics.items
-        let oldest = Self.ids.count - resident
-        #expect(oldest > 0)
-        // Exactly the newest `resident` ids are left; looking them up oldest first keeps their order.
-        for (position, id) in Self.ids.enumerated() {
-            #expect((cache.seen(id) != .miss) == (position >= oldest), "\(id)")
-        }
+        return (cache, ids.count - (absences ? statistics.absentItems : statistics.items))
+    }
 
+    /// Whether exactly the ids at `resident` (and no other of `ids`) are cached.
+    static func expectResident(_ cache: ProfileCache, _ resident: Set<Int>, absences: Bool = false) {
+        for (position, id) in ids.enumerated() {
+            let seen = cache.seen(id)
+            let expected: Seen = resident.contains(position) ? (absences ? .absent : .hit(replyLine(id))) : .miss
+            #expect(seen == expected, "\(id)")
+        }
+        #expect(cache.integrityViolations() == [])
+    }
+
+    @Test func oldestGoFirstAndALookedUpEntryGetsASecondChance() {
+        let (cache, oldest) = Self.filled()
+        #expect(cache.statistics.evictions > 0)
+        #expect(oldest > 0)
         #expect(cache.seen(Self.ids[oldest]) == .hit(replyLine(Self.ids[oldest])))
         cache.store("user9999", replyLine("user9999"))
-        #expect(cache.seen(Self.ids[oldest]) != .miss)
-        #expect(cache.seen(Self.ids[oldest + 1]) == .miss)
+        // The looked-up oldest stays; the next oldest, never looked up, went instead.
+        Self.expectResident(cache, Set([oldest] + Array(oldest + 2..<Self.ids.count)))
         #expect(cache.seen("user9999") != .miss)
-        #expect(cache.integrityViolations() == [])
+    }
+
+    @Test func oneEvictionGivesAtMostMaxSecondChances() {
+        let (cache, oldest) = Self.filled()
+        let chances = ShardState.maxSecondChances
+        #expect(Self.ids.count - oldest > chances + 1)
+        for id in Self.ids[oldest...] { _ = cache.seen(id) }
+        let evictions = cache.statistics.evictions
+        cache.store("user9999", replyLine("user9999"))
+        #expect(cache.statistics.evictions == evictions + 1)
+        // Every entry was looked up: the oldest `chances` are passed over, the next one goes.
+        Self.expectResident(cache, Set(oldest..<Self.ids.count).subtracting([oldest + chances]))
     }
 
     @Test func anEntryLargerThanItsShardIsNotCachedAndEvictsNothing() throws {
@@ -80,24 +101,13 @@ import Testing
         #expect(cache.integrityViolations() == [])
     }
 
-    @Test func oldestAbsencesGoFirstAndTouchedAbsencesSurvive() {
-        let cache = ProfileCache(limitBytes: 16 << 10, shardCount: 1)
-        for id in Self.ids {
-            cache.store(id, nil)
-        }
-        let resident = cache.statistics.absentItems
-        let oldest = Self.ids.count - resident
+    @Test func oldestAbsencesGoFirstAndALookedUpAbsenceGetsASecondChance() {
+        let (cache, oldest) = Self.filled(absences: true)
         #expect(oldest > 0)
-        for (position, id) in Self.ids.enumerated() {
-            #expect((cache.seen(id) == .absent) == (position >= oldest), "\(id)")
-        }
-
         #expect(cache.seen(Self.ids[oldest]) == .absent)
         cache.store("user9999", nil)
-        #expect(cache.seen(Self.ids[oldest]) == .absent)
-        #expect(cache.seen(Self.ids[oldest + 1]) == .miss)
+        Self.expectResident(cache, Set([oldest] + Array(oldest + 2..<Self.ids.count)), absences: true)
         #expect(cache.seen("user9999") == .absent)
-        #expect(cache.integrityViolations() == [])
     }
 
     @Test func evictionsSurviveRemoveAll() {
