@@ -22,14 +22,32 @@
 /// fcntl per connection by making the socket non-blocking as it is accepted.
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/// Lowers the calling thread's scheduling priority (Linux applies nice per thread), for
-/// background work that must yield to the request path; returns 0 or -1 with errno.
+#ifndef SCHED_IDLE
+#define SCHED_IDLE 5 /* declared only with _GNU_SOURCE */
+#endif
+
+/// Moves the calling thread to SCHED_IDLE (Linux schedules per thread): it then runs only on
+/// CPU time no ordinary thread wants. Background work that must yield to the request path;
+/// returns 0 or -1 with errno. There is no way back without privileges.
+static inline int profiled_idle_this_thread(void) {
+    struct sched_param parameters = { .sched_priority = 0 };
+    return sched_setscheduler((pid_t)syscall(SYS_gettid), SCHED_IDLE, &parameters);
+}
+
+/// Lowers the calling thread's scheduling priority (Linux applies nice per thread); returns 0
+/// or -1 with errno.
 static inline int profiled_nice_this_thread(int niceness) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), niceness);
+}
+
+/// The calling thread's scheduling policy (SCHED_OTHER, SCHED_IDLE, ...), or -1 with errno.
+static inline int profiled_this_thread_policy(void) {
+    return sched_getscheduler((pid_t)syscall(SYS_gettid));
 }
 
 #include <pthread.h>

@@ -4,16 +4,32 @@ import Glibc
 /// Starts a joinable POSIX thread running `body`, named `name` (at most 15 bytes): `top -H`
 /// and /proc/PID/task/*/comm then tell the writer from the workers.
 func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t {
-    final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
-    let context = Unmanaged.passRetained(Box(body)).toOpaque()
+    guard let thread = tryStartThread(name, body) else { preconditionFailure("pthread_create failed: \(errno)") }
+    return thread
+}
+
+/// `startThread`, or nil when the system cannot make another thread now.
+func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t? {
+    precondition(name.utf8.count <= 15, "a thread name is at most 15 bytes")
+    final class Start {
+        let name: String
+        let body: @Sendable () -> Void
+        init(_ name: String, _ body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
+    }
+    let start = Unmanaged.passRetained(Start(name, body))
     var thread = pthread_t()
     let rc = pthread_create(&thread, nil, { raw in
-        Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
+        let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
+        // Named by itself before it does anything, so nothing ever sees it under its parent's name.
+        _ = pthread_setname_np(pthread_self(), start.name)
+        start.body()
         return nil
-    }, context)
-    precondition(rc == 0, "pthread_create failed: \(rc)")
-    precondition(name.utf8.count <= 15, "a thread name is at most 15 bytes")
-    _ = pthread_setname_np(thread, name)
+    }, start.toOpaque())
+    guard rc == 0 else {
+        start.release()
+        errno = rc
+        return nil
+    }
     return thread
 }
 

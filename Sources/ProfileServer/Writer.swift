@@ -42,6 +42,8 @@ final class WriteCoordinator: @unchecked Sendable {
     /// cleared when they are answered, and when a fold or an emptying succeeds (a barrier
     /// that comes later must not get an error that no longer holds).
     private var foldFailure: String?
+    /// Barriers registered and not yet answered: a client waits for the next fold.
+    private var waitingBarriers = 0
 
     // Writer thread only.
     private var writeGeneration = 0
@@ -68,6 +70,8 @@ final class WriteCoordinator: @unchecked Sendable {
     /// `lock` (the folded one) or by the writer thread (the committed one).
     let committedSequence = Atomic<Int>(0)
     let foldedSequence = Atomic<Int>(0)
+    /// `foldIsUrgent`, kept current for a background fold to read without the lock.
+    private let foldUrgent = Atomic<Bool>(false)
 
     init(cache: ProfileCache, statistics: ServerStatistics, pinLimitBytes: Int, lastSequence: Int64) {
         self.cache = cache
@@ -92,6 +96,7 @@ final class WriteCoordinator: @unchecked Sendable {
     func stop() {
         lock.lock()
         stopping = true
+        noteUrgency()
         lock.unlock()
         lock.broadcast()
     }
@@ -100,6 +105,7 @@ final class WriteCoordinator: @unchecked Sendable {
     func stopFolder() {
         lock.lock()
         folderStopping = true
+        noteUrgency()
         lock.unlock()
         lock.broadcast()
     }
@@ -186,6 +192,7 @@ final class WriteCoordinator: @unchecked Sendable {
         pinnedBytes[generation] = 0
         foldingGeneration = nil
         foldFailure = nil
+        noteUrgency()
         lock.unlock()
         lock.broadcast()
     }
@@ -211,6 +218,10 @@ final class WriteCoordinator: @unchecked Sendable {
                 let sequence = committedSequence.load(ordering: .relaxed)
                 job.outcome = .barrierPassed
                 barriers.append((job, sequence))
+                lock.lock()
+                waitingBarriers = barriers.count
+                noteUrgency()
+                lock.unlock()
             }
         }
         commit(run, log: log)
@@ -335,12 +346,14 @@ final class WriteCoordinator: @unchecked Sendable {
     private func flush(_ job: WriteJob) {
         lock.lock()
         flushRequest = job
+        noteUrgency()
         lock.broadcast()
         while flushRequest != nil { lock.wait() }
         if case .flushed = job.outcome {
             pinnedBytes = [0, 0]
             foldedSequence.store(committedSequence.load(ordering: .relaxed), ordering: .releasing)
         }
+        noteUrgency()
         lock.unlock()
         if case .flushed = job.outcome {
             // Bumped before the entries go, so a reader that misses afterwards starts a new snapshot.
@@ -355,6 +368,7 @@ final class WriteCoordinator: @unchecked Sendable {
         publishedBatches.add(1, ordering: .releasing)
         lock.lock()
         pinnedBytes[generation] += bytes
+        noteUrgency()
         lock.unlock()
         lock.broadcast()
     }
@@ -392,7 +406,13 @@ final class WriteCoordinator: @unchecked Sendable {
             ready += barriers.map(\.job)
             barriers.removeAll()
         }
-        if !ready.isEmpty { deliver(ready) }
+        if !ready.isEmpty {
+            lock.lock()
+            waitingBarriers = barriers.count
+            noteUrgency()
+            lock.unlock()
+            deliver(ready)
+        }
     }
 
     /// Hands answered jobs back to the workers that own their connections, in order.
@@ -418,9 +438,8 @@ final class WriteCoordinator: @unchecked Sendable {
     ///   - folder: its connection to the table, with the log attached.
     ///   - writer: the table's writer, for the last checkpoint.
     func runFolder(folder: any WriteLogFolder, writer: any ProfileWriter) {
-        // Merging is background work: on cores shared with the workers and the writer it runs
-        // in their idle time, and the pins it releases let the writer run ahead meanwhile
-        // (up to the pin limit, where the writer waits and the folder gets the CPU).
+        // Even an urgent merge is background work next to the request path: at nice 10 it
+        // still gets a tenth of a busy core, and all of an idle one.
         if profiled_nice_this_thread(10) != 0 {
             Log.warn("cannot lower the folder thread's priority", ["error": String(cString: strerror(errno))])
         }
@@ -448,10 +467,14 @@ final class WriteCoordinator: @unchecked Sendable {
             }
             if foldPending, let generation = foldingGeneration {
                 let through = sequenceAtFlip
+                let urgent = foldIsUrgent
                 lock.unlock()
                 do {
-                    try folder.fold(generation: generation)
+                    try fold(generation: generation, urgent: urgent, folder: folder)
                     failures = 0
+                } catch let error as StoreError where error.kind == .interrupted {
+                    // It became urgent while merging in the background: merge it again, now.
+                    continue
                 } catch {
                     failures += 1
                     let reason = oneLine("\(error)")
@@ -485,6 +508,63 @@ final class WriteCoordinator: @unchecked Sendable {
             try writer.checkpoint()
         } catch {
             Log.warn("merging the write log at shutdown failed; the next start merges it", ["error": "\(error)"])
+        }
+    }
+
+    /// Whether someone waits for the next fold: pins past half their limit (the writer will
+    /// soon wait), a COUNT, RECENT, SCAN or STATS, a FLUSHALL, or the stop. Lock held.
+    private var foldIsUrgent: Bool {
+        2 * (pinnedBytes[0] + pinnedBytes[1]) >= pinLimitBytes || waitingBarriers > 0
+            || flushRequest != nil || stopping || folderStopping
+    }
+
+    /// Publishes `foldIsUrgent` to a background fold; after any change to what it reads. Lock held.
+    private func noteUrgency() {
+        foldUrgent.store(foldIsUrgent, ordering: .relaxed)
+    }
+
+    /// Merges `generation`. A fold nobody waits for is background work: it runs on a thread of
+    /// its own at SCHED_IDLE, so it takes only CPU time the request path leaves (at nice 10 it
+    /// still took a quarter of the cores from a SET storm), and it is abandoned, having
+    /// changed nothing, as soon as the fold becomes urgent; the caller then merges it again
+    /// on its own thread, at normal priority, so that a waiting writer or client is never
+    /// left behind a thread the scheduler starves.
+    private func fold(generation: Int, urgent: Bool, folder: any WriteLogFolder) throws {
+        let started = monotonicNanos()
+        var priority = "normal"
+        defer {
+            if Log.level <= .debug {
+                Log.debug("merged a write log generation", [
+                    "generation": "\(generation)", "priority": priority,
+                    "ms": "\((monotonicNanos() - started) / 1_000_000)",
+                ])
+            }
+        }
+        final class Outcome: @unchecked Sendable {
+            var error: (any Error)?
+            var policy: Int32 = -1
+        }
+        let outcome = Outcome()
+        nonisolated(unsafe) let folder = folder
+        guard !urgent, let thread = tryStartThread("folder-idle", {
+            if profiled_idle_this_thread() != 0 {
+                Log.warn("cannot move a background merge to SCHED_IDLE", ["error": String(cString: strerror(errno))])
+            }
+            outcome.policy = profiled_this_thread_policy()
+            do {
+                try folder.fold(generation: generation) { self.foldUrgent.load(ordering: .relaxed) }
+            } catch {
+                outcome.error = error
+            }
+        }) else {
+            try folder.fold(generation: generation) { false }
+            return
+        }
+        pthread_join(thread, nil)
+        priority = outcome.policy == SCHED_IDLE ? "idle" : "normal"
+        if let error = outcome.error {
+            if let error = error as? StoreError, error.kind == .interrupted { priority += ", abandoned" }
+            throw error
         }
     }
 

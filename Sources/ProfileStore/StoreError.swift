@@ -21,6 +21,8 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         case newerSchema
         /// Another process (or another store object) holds the file.
         case locked
+        /// Abandoned at the caller's request (SQLITE_INTERRUPT); nothing was changed.
+        case interrupted
         /// Anything else.
         case other
     }
@@ -59,6 +61,7 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         case SQLITE_IOERR: .io
         case SQLITE_CORRUPT: .corrupt
         case SQLITE_NOTADB: .notADatabase
+        case SQLITE_INTERRUPT: .interrupted
         default: .other
         }
     }
@@ -81,6 +84,8 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
             return "The disk or database at \(path) is full: \(cause)\(statement)."
         case .io:
             return "Reading or writing \(path) failed: \(cause)\(statement)."
+        case .interrupted:
+            return "Work on \(path) was abandoned before it changed anything: \(cause)\(statement)."
         case .other:
             return "The store at \(path) failed: \(cause)\(statement)."
         }

@@ -74,7 +74,10 @@ public protocol WriteLogWriter: AnyObject {
 public protocol WriteLogFolder: AnyObject {
     /// Merges generation `generation` into the table in one transaction on the database,
     /// leaving the log as it is: the writer empties it once the merge committed.
-    func fold(generation: Int) throws
+    ///
+    /// `abandon` is asked every few thousand SQLite steps, on the calling thread; once it
+    /// answers true the merge rolls back and throws `.interrupted`, having changed nothing.
+    func fold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws
     /// Merges both generations into the table and empties the log, and shrinks its file:
     /// recovery at open, and the last step at shutdown. Only while nobody appends to the log.
     func foldAll() throws
@@ -275,9 +278,19 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
         ]
     }
 
-    func fold(generation: Int) throws(StoreError) {
-        try run(foldStatements[generation])
+    /// What `fold` asks while a merge runs (see `WriteLogFolder.fold`).
+    private var abandon: (() -> Bool)?
+
+    func fold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws(StoreError) {
+        self.abandon = abandon
+        defer { self.abandon = nil }
+        try run(foldStatements[generation], abandonable: true)
     }
+
+    /// About a tenth of a millisecond of a merge's work on this machine.
+    static let stepsBetweenAbandonChecks: Int32 = 4096
+
+    fileprivate var shouldAbandon: Bool { abandon?() ?? false }
 
     func foldAll() throws(StoreError) {
         try run(foldAllStatements)
@@ -297,14 +310,25 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
         return Int(countStatement.int64(0))
     }
 
-    /// Runs `statements` in one transaction.
-    private func run(_ statements: [Statement]) throws(StoreError) {
+    /// Runs `statements` in one transaction; when `abandonable`, `abandon` is asked between
+    /// their steps (never during COMMIT or ROLLBACK, which must run to the end).
+    private func run(_ statements: [Statement], abandonable: Bool = false) throws(StoreError) {
         try beginStatement.run()
         do {
+            if abandonable {
+                sqlite3_progress_handler(connection.handle, Self.stepsBetweenAbandonChecks, foldProgress,
+                                         Unmanaged.passUnretained(self).toOpaque())
+            }
+            defer { if abandonable { sqlite3_progress_handler(connection.handle, 0, nil, nil) } }
             for statement in statements {
                 try statement.checkFault()
                 try statement.run()
             }
+        } catch {
+            rollbackStatement.rollBackIfOpen()
+            throw error
+        }
+        do {
             try commitStatement.checkFault()
             try commitStatement.run()
         } catch {
@@ -312,4 +336,9 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
             throw error
         }
     }
+}
+
+/// SQLite's progress handler during a fold: non-zero interrupts the running statement.
+private func foldProgress(_ context: UnsafeMutableRawPointer?) -> Int32 {
+    Unmanaged<SQLiteWriteLogFolder>.fromOpaque(context!).takeUnretainedValue().shouldAbandon ? 1 : 0
 }

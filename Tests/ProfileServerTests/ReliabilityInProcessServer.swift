@@ -20,14 +20,16 @@ final class InProcessServer {
     private let port: UInt16
     private var threads: (worker: pthread_t, writer: pthread_t, folder: pthread_t)?
 
-    init(path: String, busyTimeoutMilliseconds: Int32 = 200, pinLimitBytes: Int = 8 << 20) throws {
+    /// - Parameter wrapFolder: lets a test stand between the server and its folder.
+    init(path: String, busyTimeoutMilliseconds: Int32 = 200, pinLimitBytes: Int = 8 << 20,
+         wrapFolder: (any WriteLogFolder) -> any WriteLogFolder = { $0 }) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
         Log.level = .error
         store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         nonisolated(unsafe) let storeWriter = try store.makeWriter()
         nonisolated(unsafe) let logWriter = try store.makeWriteLogWriter()
         nonisolated(unsafe) let writerReader = try store.makeReader()
-        nonisolated(unsafe) let logFolder = try store.makeWriteLogFolder()
+        nonisolated(unsafe) let logFolder = wrapFolder(try store.makeWriteLogFolder())
         let cache = ProfileCache(limitBytes: 8 << 20)
         statistics = ServerStatistics()
         let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: pinLimitBytes,

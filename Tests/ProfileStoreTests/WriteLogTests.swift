@@ -37,7 +37,7 @@ extension WriteLogWriter {
             try log.append(1, Profile("kept", "later generation", "4"))
         }
         let folder = try store.makeWriteLogFolder()
-        try folder.fold(generation: 0)
+        try folder.fold(generation: 0) { false }
 
         let reader = try store.makeReader()
         #expect(try reader.get("a") == Profile("a", "second", "2"))
@@ -50,6 +50,43 @@ extension WriteLogWriter {
         #expect(try folder.logRows() == 6)
         try log.truncate(generation: 0)
         #expect(try folder.logRows() == 1)
+    }
+
+    /// The server abandons a background merge when someone starts waiting for it, and
+    /// merges again at normal priority: the abandoned one must have changed nothing.
+    @Test(arguments: [0, 1, 3, 20])
+    func anAbandonedFoldChangesNothingAndTheNextOneMerges(checksBeforeAbandoning: Int) throws {
+        let directory = TemporaryDirectory()
+        let store = try openStore(directory.file("p.db"))
+        try store.makeWriter().upsert(Profile("kept", "table", "t"))
+        let log = try store.makeWriteLogWriter()
+        try log.transaction {
+            // Enough rows that the merge asks more than `checksBeforeAbandoning` times.
+            for i in 0..<20_000 { try log.append(0, Profile("id\(i)", "name \(i)", "uri")) }
+            try log.appendRemoval(0, "kept")
+        }
+        let folder = try store.makeWriteLogFolder()
+        var checks = 0
+        #expect(throws: StoreError.self) {
+            do {
+                try folder.fold(generation: 0) {
+                    checks += 1
+                    return checks > checksBeforeAbandoning
+                }
+            } catch let error as StoreError {
+                #expect(error.kind == .interrupted, "\(error)")
+                throw error
+            }
+        }
+        #expect(checks == checksBeforeAbandoning + 1)
+        let reader = try store.makeReader()
+        #expect(try reader.count() == 1)
+        #expect(try reader.get("kept") == Profile("kept", "table", "t"))
+
+        try folder.fold(generation: 0) { false }
+        #expect(try reader.count() == 20_000)
+        #expect(try reader.get("kept") == nil)
+        #expect(try reader.get("id19999") == Profile("id19999", "name 19999", "uri"))
     }
 
     @Test func foldAllTakesTheNewestAcrossBothGenerationsAndEmptiesTheLog() throws {

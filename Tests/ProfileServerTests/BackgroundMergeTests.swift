@@ -1,0 +1,77 @@
+import ProfileTestSupport
+import Glibc
+import ProfileClient
+import ProfileStore
+import Testing
+
+/// SCHED_IDLE; Glibc declares it only with _GNU_SOURCE.
+private let schedIdle: Int32 = 5
+
+/// Stands between the server and its folder: records on which thread, and under which
+/// scheduling policy, each merge runs. The first merge holds until the server abandons it;
+/// later ones go through.
+private final class WatchedFolder: WriteLogFolder, @unchecked Sendable {
+    struct Merge: Equatable {
+        var thread: String
+        var idle: Bool
+        var abandoned: Bool
+    }
+
+    let inner: any WriteLogFolder
+    let merges = Locked<[Merge]>([])
+    /// Set once the first merge is being held.
+    let holding = Locked(false)
+
+    init(_ inner: any WriteLogFolder) { self.inner = inner }
+
+    func fold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws {
+        let thread = String(readText("/proc/thread-self/comm").prefix { $0 != "\n" })
+        let idle = sched_getscheduler(0) == schedIdle
+        let first = merges.withLock { $0.isEmpty }
+        if first {
+            holding.withLock { $0 = true }
+            // Held for at most 20 s: long enough for the test to start waiting for it.
+            for _ in 0..<20_000 where !abandon() { usleep(1000) }
+            if abandon() {
+                merges.withLock { $0.append(Merge(thread: thread, idle: idle, abandoned: true)) }
+                throw StoreError(kind: .interrupted, resultCode: 9, message: "abandoned", path: "test")
+            }
+        }
+        try inner.fold(generation: generation, abandonIf: abandon)
+        merges.withLock { $0.append(Merge(thread: thread, idle: idle, abandoned: false)) }
+    }
+
+    func foldAll() throws { try inner.foldAll() }
+    func logRows() throws -> Int { try inner.logRows() }
+    func deleteEverything() throws { try inner.deleteEverything() }
+}
+
+/// Merging the write log is background work until somebody waits for it.
+@Suite struct BackgroundMergeTests {
+    /// Nobody waits for the merge after a SET: it runs on a thread of its own at SCHED_IDLE.
+    /// A COUNT then waits for it: the background merge is abandoned and the folder thread
+    /// merges at once, at its own priority; the COUNT sees the write.
+    @Test func aMergeRunsAtIdlePriorityUntilACountWaitsForIt() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        nonisolated(unsafe) var watched: WatchedFolder?
+        let server = try InProcessServer(path: directory + "/p.db") { folder in
+            let wrapper = WatchedFolder(folder)
+            watched = wrapper
+            return wrapper
+        }
+        let folder = try #require(watched)
+        let c = try server.connect()
+        try c.set(Profile(userId: "a", name: "n", portraitUri: "u"))
+        for _ in 0..<10_000 where !folder.holding.withLock({ $0 }) { usleep(1000) }
+        #expect(folder.holding.withLock { $0 })
+        #expect(try c.get(Array("a".utf8))?.name == Array("n".utf8))
+        #expect(folder.merges.withLock { $0 }.isEmpty)
+        #expect(try c.count() == 1)
+        #expect(folder.merges.withLock { $0 } == [
+            .init(thread: "folder-idle", idle: true, abandoned: true),
+            .init(thread: "folder", idle: false, abandoned: false),
+        ])
+        server.stop()
+    }
+}
