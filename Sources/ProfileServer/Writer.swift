@@ -523,49 +523,49 @@ final class WriteCoordinator: @unchecked Sendable {
         foldUrgent.store(foldIsUrgent, ordering: .relaxed)
     }
 
-    /// Merges `generation`. A fold nobody waits for is background work: it runs on a thread of
-    /// its own at SCHED_IDLE, so it takes only CPU time the request path leaves (at nice 10 it
-    /// still took a quarter of the cores from a SET storm), and it is abandoned, having
-    /// changed nothing, as soon as the fold becomes urgent; the caller then merges it again
-    /// on its own thread, at normal priority, so that a waiting writer or client is never
-    /// left behind a thread the scheduler starves.
+    /// Merges `generation` on a thread of its own, named "merge". A fold nobody waits for is
+    /// background work: that thread moves to SCHED_IDLE, so it takes only CPU time the request
+    /// path leaves (at nice 10 the folder still took a quarter of the cores from a SET storm),
+    /// and the fold is abandoned, having changed nothing, as soon as it becomes urgent; the
+    /// caller then merges it again, urgently, so that a waiting writer or client is never left
+    /// behind a thread the scheduler starves. An urgent fold keeps the folder's nice 10.
+    /// Every fold runs on such a thread, so SQLite's working memory for merges stays in one
+    /// malloc arena (folds on two long-lived threads cost 3 to 6 bytes per cached profile).
     private func fold(generation: Int, urgent: Bool, folder: any WriteLogFolder) throws {
         let started = monotonicNanos()
-        var priority = "normal"
-        defer {
-            if Log.level <= .debug {
-                Log.debug("merged a write log generation", [
-                    "generation": "\(generation)", "priority": priority,
-                    "ms": "\((monotonicNanos() - started) / 1_000_000)",
-                ])
-            }
-        }
         final class Outcome: @unchecked Sendable {
             var error: (any Error)?
-            var policy: Int32 = -1
+            var idle = false
         }
         let outcome = Outcome()
         nonisolated(unsafe) let folder = folder
-        guard !urgent, let thread = tryStartThread("folder-idle", {
-            if profiled_idle_this_thread() != 0 {
-                Log.warn("cannot move a background merge to SCHED_IDLE", ["error": String(cString: strerror(errno))])
+        let body: @Sendable () -> Void = {
+            if !urgent {
+                if profiled_idle_this_thread() == 0 {
+                    outcome.idle = true
+                } else {
+                    Log.warn("cannot move a background merge to SCHED_IDLE", ["error": String(cString: strerror(errno))])
+                }
             }
-            outcome.policy = profiled_this_thread_policy()
             do {
-                try folder.fold(generation: generation) { self.foldUrgent.load(ordering: .relaxed) }
+                try folder.fold(generation: generation) { !urgent && self.foldUrgent.load(ordering: .relaxed) }
             } catch {
                 outcome.error = error
             }
-        }) else {
-            try folder.fold(generation: generation) { false }
-            return
         }
-        pthread_join(thread, nil)
-        priority = outcome.policy == SCHED_IDLE ? "idle" : "normal"
-        if let error = outcome.error {
-            if let error = error as? StoreError, error.kind == .interrupted { priority += ", abandoned" }
-            throw error
+        if let thread = tryStartThread("merge", body) {
+            pthread_join(thread, nil)
+        } else {
+            body()
         }
+        if Log.level <= .debug {
+            let abandoned = (outcome.error as? StoreError)?.kind == .interrupted
+            Log.debug(abandoned ? "abandoned a background merge" : "merged a write log generation", [
+                "generation": "\(generation)", "priority": outcome.idle ? "idle" : "urgent",
+                "ms": "\((monotonicNanos() - started) / 1_000_000)",
+            ])
+        }
+        if let error = outcome.error { throw error }
     }
 
     /// Checked with the lock held.

@@ -49,8 +49,8 @@ private final class WatchedFolder: WriteLogFolder, @unchecked Sendable {
 /// Merging the write log is background work until somebody waits for it.
 @Suite struct BackgroundMergeTests {
     /// Nobody waits for the merge after a SET: it runs on a thread of its own at SCHED_IDLE.
-    /// A COUNT then waits for it: the background merge is abandoned and the folder thread
-    /// merges at once, at its own priority; the COUNT sees the write.
+    /// A COUNT then waits for it: the background merge is abandoned and merged again at
+    /// once, at the folder's priority; the COUNT sees the write.
     @Test func aMergeRunsAtIdlePriorityUntilACountWaitsForIt() throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
@@ -69,8 +69,8 @@ private final class WatchedFolder: WriteLogFolder, @unchecked Sendable {
         #expect(folder.merges.withLock { $0 }.isEmpty)
         #expect(try c.count() == 1)
         #expect(folder.merges.withLock { $0 } == [
-            .init(thread: "folder-idle", idle: true, abandoned: true),
-            .init(thread: "folder", idle: false, abandoned: false),
+            .init(thread: "merge", idle: true, abandoned: true),
+            .init(thread: "merge", idle: false, abandoned: false),
         ])
         server.stop()
     }

@@ -27,7 +27,7 @@ import Testing
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             if fields.count > 16, let nice = Int(fields[16]) { niceByName[name] = nice }
         }
-        niceByName["folder-idle"] = nil
+        niceByName["merge"] = nil
         #expect(niceByName == ["profiled": 0, "writer": 0, "folder": 10, "checkpointer": 0,
                                "worker-0": 0, "worker-1": 0])
     }
