@@ -51,6 +51,13 @@ static inline int profiled_this_thread_policy(void) {
 }
 
 #include <pthread.h>
+#include <malloc.h>
+
+/// Caps glibc's malloc arenas at `arenas` (mallopt's M_ARENA_MAX is not in the Glibc module);
+/// returns 1 on success.
+static inline int profiled_limit_malloc_arenas(int arenas) {
+    return mallopt(M_ARENA_MAX, arenas);
+}
 
 /// pthread_setname_np is a GNU extension the Glibc module does not declare: names threads,
 /// at most 15 bytes, for `top -H` and /proc/PID/task/*/comm.
