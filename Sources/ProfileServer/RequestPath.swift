@@ -231,8 +231,7 @@ extension Worker {
                 }
                 counters.getHits += 1
                 // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
-                let count = ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
-                reserve(count, connection)
+                reserveValueLine(row, connection)
                 let written = ReplyEncoder.writeValueLine(userId: row.userId, name: row.name,
                                                           portraitUri: row.portraitUri, to: out.end)
                 if mayFill {
@@ -259,8 +258,17 @@ extension Worker {
     }
 
     private func appendValueLine(_ row: ProfileRow, _ connection: Connection) {
-        reserve(ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri), connection)
+        reserveValueLine(row, connection)
         out.count += ReplyEncoder.writeValueLine(userId: row.userId, name: row.name, portraitUri: row.portraitUri, to: out.end)
+    }
+
+    /// Makes room for `row`'s VALUE line: by its bound, which reads no bytes, unless only the
+    /// exact count fits the scratch at all.
+    private func reserveValueLine(_ row: ProfileRow, _ connection: Connection) {
+        let bound = ReplyEncoder.valueLineBound(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
+        reserve(bound <= out.capacity ? bound
+                    : ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri),
+                connection)
     }
 
     // MARK: Replies

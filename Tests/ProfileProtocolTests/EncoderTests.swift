@@ -158,3 +158,24 @@ private func roundTrips(_ value: [UInt8]) -> Bool {
     }
     #expect(texts == ["PONG\n", "STORED\n", "UPDATED\n", "DELETED\n", "YES\n", "NO\n", "OK\n", "BYE\n", "END\n"])
 }
+
+/// The worker reserves reply room by the bound, so a line must never encode longer than it.
+@Test(arguments: [
+    ([], [], []),
+    ([0x01], [0x7F, 0x00], Array(repeating: 0x1F, count: 300)),
+    (Array("4 2".utf8), Array("\"\\\n".utf8), Array("https://cdn.example/p.png".utf8)),
+    (Array(repeating: 0x41, count: 255), Array("小明".utf8), [0xFF, 0x20]),
+] as [([UInt8], [UInt8], [UInt8])])
+func valueLineBoundIsNeverBelowTheLine(id: [UInt8], name: [UInt8], uri: [UInt8]) {
+    id.withUnsafeBytes { id in
+        name.withUnsafeBytes { name in
+            uri.withUnsafeBytes { uri in
+                let count = ReplyEncoder.valueLineCount(userId: id, name: name, portraitUri: uri)
+                let bound = ReplyEncoder.valueLineBound(userId: id, name: name, portraitUri: uri)
+                #expect(bound >= count)
+                let line = written(count: bound) { ReplyEncoder.writeValueLine(userId: id, name: name, portraitUri: uri, to: $0) }
+                #expect(line.bytes.count == count)
+            }
+        }
+    }
+}
