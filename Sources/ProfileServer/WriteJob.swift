@@ -54,8 +54,6 @@ final class WriteJob: @unchecked Sendable {
     var outcome = Outcome.pending
     /// When the worker took the request, for its latency.
     let startNanos: Int
-    /// The VALUE line of an updated profile, encoded inside the transaction, cached after commit.
-    var updatedReply: [UInt8] = []
 
     init(connection: Connection, operation: Operation, arguments count: Int,
          argument: (Int) -> UnsafeRawBufferPointer) {
