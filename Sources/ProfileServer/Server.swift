@@ -92,8 +92,14 @@ public final class Server {
         base = event_base_new_with_config(config)
         event_config_free(config)
 
+        var readers: [any ProfileReader] = []
         do {
-            for i in 0..<threads { workers.append(try Worker(index: i, context: context)) }
+            for _ in 0..<threads { readers.append(try store.makeReader()) }
+        } catch {
+            throw StartupError("cannot open a store reader: \(error)")
+        }
+        do {
+            for i in 0..<threads { workers.append(try Worker(index: i, context: context, reader: readers[i])) }
             for fd in try listenTCP(host: configuration.host, port: configuration.port) {
                 listeners.append((fd, nil))
                 addresses.append(boundAddress(of: fd))
@@ -167,8 +173,10 @@ public final class Server {
         let hangup = event_new(base, SIGHUP, Int16(EV_SIGNAL | EV_PERSIST), serverHangup, me)
         event_add(hangup, nil)
         signalEvents.append(hangup)
-        for address in addresses { Log.info("listening", ["addr": address]) }
+        // "listening" comes last: whoever waits for it (a supervisor, the tests) finds
+        // everything else ready and logged.
         if let metricsServer { Log.info("serving metrics", ["addr": metricsServer.address, "paths": "/metrics,/healthz"]) }
+        for address in addresses { Log.info("listening", ["addr": address]) }
 
         event_base_dispatch(base)
 

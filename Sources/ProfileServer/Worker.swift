@@ -50,9 +50,12 @@ final class Worker: @unchecked Sendable {
     var readTransactionOpen = false
     var snapshotBatches = 0
 
-    init(index: Int, context: ServerContext) throws(SystemError) {
+    /// - Parameter reader: the worker's own connection for cache misses, opened by the caller
+    ///   so that a store that cannot be read fails the start, not a worker thread later.
+    init(index: Int, context: ServerContext, reader: any ProfileReader) throws(SystemError) {
         self.index = index
         self.context = context
+        self.reader = reader
         maxLine = context.configuration.maxLine
         precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
         let config = event_config_new()
@@ -92,12 +95,6 @@ final class Worker: @unchecked Sendable {
 
     /// The thread's body: runs the loop until a stop message has been fully served.
     func run() {
-        do {
-            reader = try context.store.makeReader()
-        } catch {
-            Log.error("cannot open a store reader", ["worker": "\(index)", "error": "\(error)"])
-            exit(1)
-        }
         doorbellEvent = event_new(base, doorbell, Int16(EV_READ | EV_PERSIST), workerDoorbellRang,
                                   Unmanaged.passUnretained(self).toOpaque())
         event_add(doorbellEvent, nil)

@@ -36,7 +36,7 @@ final class InProcessServer {
                                       lastSequence: logWriter.lastSequence)
         context = ServerContext(configuration: ServerConfiguration(), cache: cache, store: store, writer: writer,
                                 tokens: TokenRegistry(nil), statistics: statistics, workerCount: 1)
-        worker = try Worker(index: 0, context: context)
+        worker = try Worker(index: 0, context: context, reader: try store.makeReader())
         listener = try listenTCP(host: "127.0.0.1", port: 0)[0]
         port = boundPort(of: listener)
         let worker = self.worker
