@@ -72,6 +72,7 @@ final class WriteCoordinator: @unchecked Sendable {
     let foldedSequence = Atomic<Int>(0)
     /// `foldIsUrgent`, kept current for a background fold to read without the lock.
     private let foldUrgent = Atomic<Bool>(false)
+    private let idleRefusalLogged = Atomic<Bool>(false)
 
     init(cache: ProfileCache, statistics: ServerStatistics, pinLimitBytes: Int, lastSequence: Int64) {
         self.cache = cache
@@ -543,8 +544,10 @@ final class WriteCoordinator: @unchecked Sendable {
             if !urgent {
                 if profiled_idle_this_thread() == 0 {
                     outcome.idle = true
-                } else {
-                    Log.warn("cannot move a background merge to SCHED_IDLE", ["error": String(cString: strerror(errno))])
+                } else if !self.idleRefusalLogged.exchange(true, ordering: .relaxed) {
+                    // Once: a system that refuses it (a seccomp filter, say) refuses every merge.
+                    Log.warn("cannot move background merges to SCHED_IDLE; they run at nice 10",
+                             ["error": String(cString: strerror(errno))])
                 }
             }
             do {
