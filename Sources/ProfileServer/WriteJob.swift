@@ -48,9 +48,10 @@ final class WriteJob: @unchecked Sendable {
 
     let connection: Connection
     let operation: Operation
-    /// The request's arguments, back to back; `ends[i]` is where argument i stops.
-    private let arguments: [UInt8]
-    private let ends: [Int]
+    /// The request's arguments in one allocation: `argumentCount` ends (UInt32, where each
+    /// argument stops, counted from the first argument byte), then the arguments back to back.
+    private let storage: [UInt8]
+    let argumentCount: Int
     var outcome = Outcome.pending
     /// When the worker took the request, for its latency.
     let startNanos: Int
@@ -60,28 +61,33 @@ final class WriteJob: @unchecked Sendable {
         self.connection = connection
         self.operation = operation
         startNanos = connection.worker.passStart
+        argumentCount = count
+        let header = count * MemoryLayout<UInt32>.size
         var total = 0
         for i in 0..<count { total += argument(i).count }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(total)
-        var ends: [Int] = []
-        ends.reserveCapacity(count)
-        for i in 0..<count {
-            bytes.append(contentsOf: argument(i))
-            ends.append(bytes.count)
+        storage = [UInt8](unsafeUninitializedCapacity: header + total) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            var end = 0
+            for i in 0..<count {
+                let bytes = argument(i)
+                if let source = bytes.baseAddress, bytes.count > 0 {
+                    (raw.baseAddress! + header + end).copyMemory(from: source, byteCount: bytes.count)
+                }
+                end += bytes.count
+                raw.storeBytes(of: UInt32(end), toByteOffset: i * MemoryLayout<UInt32>.size, as: UInt32.self)
+            }
+            initialized = header + total
         }
-        arguments = bytes
-        self.ends = ends
     }
-
-    var argumentCount: Int { ends.count }
 
     /// Runs `body` with every argument as raw bytes.
     func withArguments<R>(_ body: (_ argument: (Int) -> UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try arguments.withUnsafeBytes { raw in
-            try body { i in
-                let start = i == 0 ? 0 : ends[i - 1]
-                return UnsafeRawBufferPointer(rebasing: raw[start..<ends[i]])
+        try storage.withUnsafeBytes { raw in
+            let header = argumentCount * MemoryLayout<UInt32>.size
+            return try body { i in
+                let start = i == 0 ? 0 : Int(raw.load(fromByteOffset: (i - 1) * MemoryLayout<UInt32>.size, as: UInt32.self))
+                let end = Int(raw.load(fromByteOffset: i * MemoryLayout<UInt32>.size, as: UInt32.self))
+                return UnsafeRawBufferPointer(rebasing: raw[header + start..<header + end])
             }
         }
     }
