@@ -129,6 +129,37 @@ extension WriteLogWriter {
         #expect(try store.makeWriteLogWriter().lastSequence == lastSequence)
     }
 
+    /// Logs made before seq became a plain column (it was the rowid) are read, merged and
+    /// appended to by the same statements: they name their columns.
+    @Test func aLogInTheEarlierLayoutIsMergedAtOpenAndStillTakesAppends() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("p.db")
+        do { _ = try openStore(path) }
+        for suffix in ["-writes", "-writes-wal", "-writes-shm"] { unlink(path + suffix) }
+        var handle: OpaquePointer?
+        #expect(sqlite3_open(path + "-writes", &handle) == SQLITE_OK)
+        let earlier = """
+            PRAGMA journal_mode = WAL;
+            CREATE TABLE writes_0 (seq INTEGER PRIMARY KEY, user_id TEXT NOT NULL, name TEXT, portrait_uri TEXT);
+            CREATE TABLE writes_1 (seq INTEGER PRIMARY KEY, user_id TEXT NOT NULL, name TEXT, portrait_uri TEXT);
+            PRAGMA application_id = \(Schema.applicationId);
+            INSERT INTO writes_0 VALUES (1, 'a', 'old', 'u1'), (2, 'b', 'gone', 'u2');
+            INSERT INTO writes_1 VALUES (3, 'a', 'newer', 'u3'), (4, 'b', NULL, NULL);
+            """
+        #expect(sqlite3_exec(handle, earlier, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(handle)
+
+        let store = try openStore(path)
+        let reader = try store.makeReader()
+        #expect(try reader.get("a") == Profile("a", "newer", "u3"))
+        #expect(try reader.get("b") == nil)
+        let log = try store.makeWriteLogWriter()
+        #expect(log.lastSequence == 3)
+        try log.transaction { try log.append(0, Profile("c", "appended", "u5")) }
+        try store.makeWriteLogFolder().fold(generation: 0) { false }
+        #expect(try reader.get("c") == Profile("c", "appended", "u5"))
+    }
+
     @Test func foldAllGivesTheEmptiedLogsPagesBack() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("p.db")
