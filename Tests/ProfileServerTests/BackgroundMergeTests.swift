@@ -67,6 +67,18 @@ private final class FailingFolder: WriteLogFolder, @unchecked Sendable {
     func deleteEverything() throws { try inner.deleteEverything() }
 }
 
+/// An in-process server whose folder is `wrap`'s wrapper around the real one; and the wrapper.
+private func serverWithFolder<Folder: WriteLogFolder>(at path: String, folder wrap: (any WriteLogFolder) -> Folder)
+    throws -> (InProcessServer, Folder) {
+    nonisolated(unsafe) var made: Folder?
+    let server = try InProcessServer(path: path) { folder in
+        let wrapper = wrap(folder)
+        made = wrapper
+        return wrapper
+    }
+    return (server, made!)
+}
+
 /// Merging the write log is background work until somebody waits for it.
 @Suite struct BackgroundMergeTests {
     /// Nobody waits for the merge after a SET: it runs on a thread of its own at SCHED_IDLE.
@@ -75,13 +87,7 @@ private final class FailingFolder: WriteLogFolder, @unchecked Sendable {
     @Test func aMergeRunsAtIdlePriorityUntilACountWaitsForIt() throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        nonisolated(unsafe) var watched: WatchedFolder?
-        let server = try InProcessServer(path: directory + "/p.db") { folder in
-            let wrapper = WatchedFolder(folder)
-            watched = wrapper
-            return wrapper
-        }
-        let folder = try #require(watched)
+        let (server, folder) = try serverWithFolder(at: directory + "/p.db", folder: WatchedFolder.init)
         let c = try server.connect()
         try c.set(Profile(userId: "a", name: "n", portraitUri: "u"))
         for _ in 0..<10_000 where !folder.holding.withLock({ $0 }) { usleep(1000) }
@@ -102,13 +108,7 @@ private final class FailingFolder: WriteLogFolder, @unchecked Sendable {
     @Test func tableReadsGetTheMergeFailureAndRecoverWithIt() throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        nonisolated(unsafe) var failing: FailingFolder?
-        let server = try InProcessServer(path: directory + "/p.db") { folder in
-            let wrapper = FailingFolder(folder)
-            failing = wrapper
-            return wrapper
-        }
-        let folder = try #require(failing)
+        let (server, folder) = try serverWithFolder(at: directory + "/p.db", folder: FailingFolder.init)
         let c = try server.connect()
         try c.set(Profile(userId: "a", name: "n", portraitUri: "u"))
         #expect(throws: ClientError.self) {
