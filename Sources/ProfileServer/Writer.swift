@@ -530,8 +530,9 @@ final class WriteCoordinator: @unchecked Sendable {
     /// and the fold is abandoned, having changed nothing, as soon as it becomes urgent; the
     /// caller then merges it again, urgently, so that a waiting writer or client is never left
     /// behind a thread the scheduler starves. An urgent fold keeps the folder's nice 10.
-    /// Every fold runs on such a thread, so SQLite's working memory for merges stays in one
-    /// malloc arena (folds on two long-lived threads cost 3 to 6 bytes per cached profile).
+    /// Every fold runs on such a thread, urgent or not: with glibc's arena per thread, folds
+    /// on two long-lived threads spread SQLite's working memory over two arenas (3 to 6 bytes
+    /// more per cached profile).
     private func fold(generation: Int, urgent: Bool, folder: any WriteLogFolder) throws {
         let started = monotonicNanos()
         final class Outcome: @unchecked Sendable {
