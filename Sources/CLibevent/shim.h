@@ -45,11 +45,6 @@ static inline int profiled_nice_this_thread(int niceness) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), niceness);
 }
 
-/// The calling thread's scheduling policy (SCHED_OTHER, SCHED_IDLE, ...), or -1 with errno.
-static inline int profiled_this_thread_policy(void) {
-    return sched_getscheduler((pid_t)syscall(SYS_gettid));
-}
-
 #include <pthread.h>
 #include <malloc.h>
 

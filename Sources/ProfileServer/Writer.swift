@@ -42,7 +42,8 @@ final class WriteCoordinator: @unchecked Sendable {
     /// cleared when they are answered, and when a fold or an emptying succeeds (a barrier
     /// that comes later must not get an error that no longer holds).
     private var foldFailure: String?
-    /// Barriers registered and not yet answered: a client waits for the next fold.
+    /// Barriers registered and not yet answered: a client waits for the next fold. The writer
+    /// thread's `barriers.count`, copied here under the lock for `foldIsUrgent` on the folder.
     private var waitingBarriers = 0
 
     // Writer thread only.
@@ -541,8 +542,10 @@ final class WriteCoordinator: @unchecked Sendable {
         }
         let outcome = Outcome()
         nonisolated(unsafe) let folder = folder
-        let body: @Sendable () -> Void = {
-            if !urgent {
+        // `onThreadOfItsOwn`: only a thread made for this merge may drop to SCHED_IDLE; done on
+        // the folder thread it would stay there, and every later urgent merge with it.
+        let body: @Sendable (_ onThreadOfItsOwn: Bool) -> Void = { onThreadOfItsOwn in
+            if !urgent && onThreadOfItsOwn {
                 if profiled_idle_this_thread() == 0 {
                     outcome.idle = true
                 } else if !self.idleRefusalLogged.exchange(true, ordering: .relaxed) {
@@ -557,15 +560,15 @@ final class WriteCoordinator: @unchecked Sendable {
                 outcome.error = error
             }
         }
-        if let thread = tryStartThread("merge", body) {
+        if let thread = tryStartThread("merge", { body(true) }) {
             pthread_join(thread, nil)
         } else {
-            body()
+            body(false)
         }
         if Log.level <= .debug {
             let abandoned = (outcome.error as? StoreError)?.kind == .interrupted
             Log.debug(abandoned ? "abandoned a background merge" : "merged a write log generation", [
-                "generation": "\(generation)", "priority": outcome.idle ? "idle" : "urgent",
+                "generation": "\(generation)", "priority": outcome.idle ? "idle" : "nice 10",
                 "ms": "\((monotonicNanos() - started) / 1_000_000)",
             ])
         }

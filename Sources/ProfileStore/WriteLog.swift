@@ -292,7 +292,8 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
         try run(foldStatements[generation], abandonable: true)
     }
 
-    /// About a tenth of a millisecond of a merge's work on this machine.
+    /// SQLite virtual-machine steps between two questions to `abandon`: an atomic load each
+    /// time, so asking often costs nothing measurable, and an abandon takes effect promptly.
     static let stepsBetweenAbandonChecks: Int32 = 4096
 
     fileprivate var shouldAbandon: Bool { abandon?() ?? false }
