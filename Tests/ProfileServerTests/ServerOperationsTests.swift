@@ -115,6 +115,17 @@ import Testing
         #expect(metrics["histogram_types"] == "1")
     }
 
+    /// Whoever waits for `listening` (a supervisor, these tests) must find the server ready:
+    /// every other start-up line, the metrics address included, comes before it.
+    @Test func listeningIsTheLastStartUpLine() throws {
+        let server = try TestServer(["--metrics", "127.0.0.1:0"])
+        let lines = server.log.split(separator: "\n")
+        let metrics = try #require(lines.firstIndex { $0.contains("msg=\"serving metrics\"") })
+        let listening = try #require(lines.firstIndex { $0.contains("msg=listening") })
+        #expect(metrics < listening)
+        #expect(listening == lines.count - 1, "\(lines)")
+    }
+
     @Test func healthzAnswersBothWays() throws {
         let server = try TestServer(["--metrics", "127.0.0.1:0"])
         let port = try metricsPort(server.log)
