@@ -45,6 +45,15 @@ static inline int profiled_nice_this_thread(int niceness) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), niceness);
 }
 
+#ifndef RUSAGE_THREAD
+#define RUSAGE_THREAD 1 /* declared only with _GNU_SOURCE */
+#endif
+
+/// CPU time and context switches of the calling thread alone (getrusage's RUSAGE_THREAD).
+static inline int profiled_thread_usage(struct rusage *usage) {
+    return getrusage(RUSAGE_THREAD, usage);
+}
+
 #include <pthread.h>
 #include <malloc.h>
 

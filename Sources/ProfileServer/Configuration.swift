@@ -31,6 +31,9 @@ public struct ServerConfiguration: Sendable {
 
     public init() {}
 
+    /// When connections move between the workers' loops.
+    var loopPolicy = LoopPolicy.standard
+
     /// Requests one connection may have answered per wake-up before others get a turn.
     var requestsPerWakeup: Int { 512 }
     /// Unsent reply bytes past which a connection is no longer read from (backpressure).

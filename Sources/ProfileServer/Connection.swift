@@ -4,8 +4,9 @@ import ProfileProtocol
 
 /// One client connection, from accept to close.
 ///
-/// Owned and used only by the worker thread it was handed to; the writer thread holds
-/// references to connections with writes in flight but never touches their state.
+/// Owned and used only by the worker thread it was handed to, which may hand it to another
+/// worker between requests (through that worker's inbox); the writer thread holds references
+/// to connections with writes in flight, which never move, and never touches their state.
 final class Connection {
     /// Where a connection is in its life. memcached keeps these in one enum; so do we.
     enum Phase {
@@ -19,7 +20,7 @@ final class Connection {
     }
 
     let fd: Int32
-    unowned let worker: Worker
+    unowned var worker: Worker
     var phase = Phase.serving
     var role: Role
     /// Writes sent to the writer and not answered yet. While there are any, only more writes
@@ -75,14 +76,19 @@ final class Connection {
         }
     }
 
-    /// Releases the socket and its events. The object lives on while write jobs still reference it.
-    func releaseResources() {
+    /// Frees the events, which belong to the worker's event_base.
+    func detachEvents() {
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
         readEvent = nil
         writeEvent = nil
         reading = false
         writing = false
+    }
+
+    /// Releases the socket and its events. The object lives on while write jobs still reference it.
+    func releaseResources() {
+        detachEvents()
         close(fd)
         phase = .closed
         pending?.deallocate()

@@ -100,6 +100,7 @@ public final class Server {
         }
         do {
             for i in 0..<threads { workers.append(try Worker(index: i, context: context, reader: readers[i])) }
+            for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
             for fd in try listenTCP(host: configuration.host, port: configuration.port) {
                 listeners.append((fd, nil))
                 addresses.append(boundAddress(of: fd))
@@ -146,7 +147,7 @@ public final class Server {
         sigaddset(&stopSignals, SIGHUP)
         pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         let context = self.context
-        // Each connection moves to its thread for good; nothing here touches it again.
+        // Each connection moves to a worker's thread; nothing here touches it again.
         nonisolated(unsafe) let logWriter = self.logWriter
         nonisolated(unsafe) let writerReader = self.writerReader
         let writerThread = startThread("writer") { context.writer.run(log: logWriter, reader: writerReader) }

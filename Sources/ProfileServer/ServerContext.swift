@@ -15,6 +15,8 @@ final class ServerContext: Sendable {
     let workerStatistics: [WorkerStatistics]
     /// One per worker, in worker order; /metrics sums them.
     let latency: [LatencyHistograms]
+    /// How busy each worker's loop is, for moving connections between them.
+    let loops: LoopLoads
 
     init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
          writer: WriteCoordinator, tokens: TokenRegistry, statistics: ServerStatistics, workerCount: Int) {
@@ -26,6 +28,7 @@ final class ServerContext: Sendable {
         self.statistics = statistics
         workerStatistics = (0..<workerCount).map { _ in WorkerStatistics() }
         latency = (0..<workerCount).map { _ in LatencyHistograms() }
+        loops = LoopLoads(workerCount: workerCount)
     }
 }
 

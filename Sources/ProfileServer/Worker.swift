@@ -10,6 +10,8 @@ enum WorkerMessage: @unchecked Sendable {
     case accepted(fd: Int32)
     /// The writer answered these jobs (all of this worker's connections), in commit order.
     case answered([WriteJob])
+    /// Another worker hands over an idle connection (see `LoopPolicy`).
+    case moved(Connection)
     /// Stop accepting work: answer what arrived, then close every connection and return.
     case stop
 }
@@ -30,6 +32,16 @@ final class Worker: @unchecked Sendable {
     private var connections: [ObjectIdentifier: Connection] = [:]
     private var stopping = false
     private var stopDeadline: OpaquePointer?
+    /// Set, under `inboxLock`, once the loop has ended: connections offered later are refused.
+    private var closedToMoves = false
+    /// Every worker, in index order, this one included; set by the server before the threads start.
+    var peers: [PeerWorker] = []
+    private var balanceTimer: OpaquePointer?
+    private var sampler = LoopSampler()
+    private var machineIdle = MachineIdle()
+    /// Worker 0's: the hold it set after its last spread, in milliseconds.
+    private var gatherHold = 0
+    private var nextSpreadTarget = 1
 
     // Request-path state, touched by this thread only.
     let decoder = RequestDecoder()
@@ -45,6 +57,8 @@ final class Worker: @unchecked Sendable {
     var passVerbCounts = [Int](repeating: 0, count: Verb.allCases.count)
     /// Bit n set: `passVerbCounts[n]` is not zero (so a pass visits only the verbs it served).
     var passVerbsSeen: UInt32 = 0
+    /// Requests answered since the start, for `LoopSampler`.
+    var requestsAnswered = 0
     /// Cache misses in one pass share one read transaction; `snapshotBatches` is the writer's
     /// publish count read before it began (see `WriteCoordinator.publishedBatches`).
     var readTransactionOpen = false
@@ -79,6 +93,7 @@ final class Worker: @unchecked Sendable {
     deinit {
         if let doorbellEvent { event_free(doorbellEvent) }
         if let stopDeadline { event_free(stopDeadline) }
+        if let balanceTimer { event_free(balanceTimer) }
         event_base_free(base)
         Glibc.close(doorbell)
         readBuffer.deallocate()
@@ -98,6 +113,12 @@ final class Worker: @unchecked Sendable {
         doorbellEvent = event_new(base, doorbell, Int16(EV_READ | EV_PERSIST), workerDoorbellRang,
                                   Unmanaged.passUnretained(self).toOpaque())
         event_add(doorbellEvent, nil)
+        if peers.count > 1 {
+            balanceTimer = event_new(base, -1, Int16(EV_PERSIST), workerBalanceTick, Unmanaged.passUnretained(self).toOpaque())
+            let ms = context.configuration.loopPolicy.tickMilliseconds
+            var interval = timeval(tv_sec: ms / 1000, tv_usec: (ms % 1000) * 1000)
+            event_add(balanceTimer, &interval)
+        }
         event_base_dispatch(base)
         for connection in connections.values { connection.releaseResources() }
         connections.removeAll()
@@ -117,6 +138,7 @@ final class Worker: @unchecked Sendable {
             switch message {
             case .accepted(let fd): adopt(fd)
             case .answered(let answered): deliver(answered)
+            case .moved(let connection): attach(connection)
             case .stop: beginStopping()
             }
         }
@@ -124,10 +146,15 @@ final class Worker: @unchecked Sendable {
 
     private func adopt(_ fd: Int32) {
         let role: Role = context.tokens.isEnabled ? .none : .admin
-        let connection = Connection(fd: fd, worker: self, role: role)
+        attach(Connection(fd: fd, worker: self, role: role))
+    }
+
+    /// Registers a connection, new or handed over, with this loop.
+    private func attach(_ connection: Connection) {
         let ctx = Unmanaged.passUnretained(connection).toOpaque()
-        connection.readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), connectionReadable, ctx)
-        connection.writeEvent = event_new(base, fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, ctx)
+        connection.worker = self
+        connection.readEvent = event_new(base, connection.fd, Int16(EV_READ | EV_PERSIST), connectionReadable, ctx)
+        connection.writeEvent = event_new(base, connection.fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, ctx)
         connections[ObjectIdentifier(connection)] = connection
         if stopping {
             connection.phase = .closing
@@ -145,7 +172,10 @@ final class Worker: @unchecked Sendable {
         let latency = context.latency[index]
         for job in answered {
             latency.record(job.verb, nanos: now - job.startNanos, count: 1)
+            requestsAnswered += 1
             let connection = job.connection
+            // A connection with writes in flight never moves (`movableConnections`).
+            precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
             guard connection.phase != .closed else { continue }
             if let open = current, open !== connection { finishPass(open) }
             current = connection
@@ -169,7 +199,78 @@ final class Worker: @unchecked Sendable {
     }
 
     private func exitIfIdle() {
-        if stopping && connections.isEmpty { event_base_loopbreak(base) }
+        guard stopping && connections.isEmpty else { return }
+        // A connection handed over before the stop reached its sender is still to be served.
+        inboxLock.lock()
+        let nothingArriving = inbox.isEmpty
+        if nothingArriving { closedToMoves = true }
+        inboxLock.unlock()
+        if nothingArriving { event_base_loopbreak(base) }
+    }
+
+    // MARK: Moving connections between loops
+
+    fileprivate func balanceTick() {
+        let now = monotonicNanos()
+        let load = sampler.take(now: now, requests: requestsAnswered)
+        let loads = context.loops
+        loads.workers[index].busyPermille.store(load.busyPermille, ordering: .relaxed)
+        loads.workers[index].connections.store(connections.count, ordering: .relaxed)
+        guard !stopping else { return }
+        let policy = context.configuration.loopPolicy
+        if index == 0 {
+            let idle = machineIdle.take(now: now)
+            guard policy.shouldSpread(busyPermille: load.busyPermille, idleMillicores: idle) else { return }
+            gatherHold = policy.nextHold(after: gatherHold)
+            loads.gatherHoldUntil.store(now + gatherHold * 1_000_000, ordering: .relaxed)
+            var spreading = false
+            for connection in movableConnections() {
+                spreading.toggle()
+                guard spreading else { continue }
+                hand(connection, to: peers[nextSpreadTarget].worker)
+                nextSpreadTarget = nextSpreadTarget % (peers.count - 1) + 1
+            }
+            Log.info("spreading connections over the workers", ["busy_permille": "\(load.busyPermille)",
+                     "idle_millicores": "\(idle)", "gather_hold_ms": "\(gatherHold)"])
+        } else {
+            let holding = now < loads.gatherHoldUntil.load(ordering: .relaxed)
+            let firstBusy = loads.workers[0].busyPermille.load(ordering: .relaxed)
+            guard policy.shouldGather(requests: load.requests, sleeps: load.sleeps, firstBusyPermille: firstBusy,
+                                      holding: holding) else { return }
+            for connection in movableConnections() { hand(connection, to: peers[0].worker) }
+        }
+    }
+
+    /// Connections that can move: everything else of theirs (unhandled input, unsent replies)
+    /// lives in the connection. Not with writes in flight, whose answers come to this worker,
+    /// nor half closed, which only a pass over it here would finish.
+    private func movableConnections() -> [Connection] {
+        connections.values.filter { $0.phase == .serving && $0.writesInFlight == 0 && !$0.peerClosed }
+    }
+
+    /// Hands a connection between requests to another worker; keeps it if that one has stopped.
+    private func hand(_ connection: Connection, to target: Worker) {
+        connection.detachEvents()
+        connections.removeValue(forKey: ObjectIdentifier(connection))
+        if target.offer(connection) {
+            context.loops.moves.add(1, ordering: .relaxed)
+        } else {
+            attach(connection)
+        }
+    }
+
+    /// Queues a handed-over connection unless this worker's loop has ended. Any thread.
+    func offer(_ connection: Connection) -> Bool {
+        inboxLock.lock()
+        guard !closedToMoves else {
+            inboxLock.unlock()
+            return false
+        }
+        inbox.append(.moved(connection))
+        inboxLock.unlock()
+        var one: UInt64 = 1
+        _ = write(doorbell, &one, 8)
+        return true
     }
 
     fileprivate func forceStop() {
@@ -296,6 +397,7 @@ final class Worker: @unchecked Sendable {
             let raw = passVerbsSeen.trailingZeroBitCount
             passVerbsSeen &= passVerbsSeen - 1
             latency.record(Verb(rawValue: UInt8(raw))!, nanos: elapsed, count: passVerbCounts[raw])
+            requestsAnswered += passVerbCounts[raw]
             passVerbCounts[raw] = 0
         }
     }
@@ -370,6 +472,10 @@ private func workerDoorbellRang(_ fd: Int32, _ what: Int16, _ context: UnsafeMut
     Unmanaged<Worker>.fromOpaque(context!).takeUnretainedValue().drainInbox()
 }
 
+private func workerBalanceTick(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Worker>.fromOpaque(context!).takeUnretainedValue().balanceTick()
+}
+
 private func workerStopDeadline(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     Unmanaged<Worker>.fromOpaque(context!).takeUnretainedValue().forceStop()
 }
@@ -382,4 +488,9 @@ private func connectionReadable(_ fd: Int32, _ what: Int16, _ context: UnsafeMut
 private func connectionWritable(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
     connection.worker.writable(connection)
+}
+
+/// A worker as another worker sees it: not owned, since the server owns them all.
+struct PeerWorker {
+    unowned let worker: Worker
 }

@@ -47,6 +47,9 @@ final class WriteJob: @unchecked Sendable {
     }
 
     let connection: Connection
+    /// The worker that took the request, which gets the answer: the writer reads nothing of
+    /// the connection, whose `worker` changes when it moves (it never moves with writes in flight).
+    unowned let worker: Worker
     let operation: Operation
     /// The request's arguments in one allocation: `argumentCount` ends (UInt32, where each
     /// argument stops, counted from the first argument byte), then the arguments back to back.
@@ -59,8 +62,9 @@ final class WriteJob: @unchecked Sendable {
     init(connection: Connection, operation: Operation, arguments count: Int,
          argument: (Int) -> UnsafeRawBufferPointer) {
         self.connection = connection
+        worker = connection.worker
         self.operation = operation
-        startNanos = connection.worker.passStart
+        startNanos = worker.passStart
         argumentCount = count
         let header = count * MemoryLayout<UInt32>.size
         var total = 0

@@ -417,11 +417,11 @@ final class WriteCoordinator: @unchecked Sendable {
         }
     }
 
-    /// Hands answered jobs back to the workers that own their connections, in order.
+    /// Hands answered jobs back to the workers that took them, in order.
     private func deliver(_ batch: [WriteJob]) {
         var byWorker: [(worker: Worker, jobs: [WriteJob])] = []
         for job in batch {
-            let worker = job.connection.worker
+            let worker = job.worker
             if let i = byWorker.firstIndex(where: { $0.worker === worker }) {
                 byWorker[i].jobs.append(job)
             } else {

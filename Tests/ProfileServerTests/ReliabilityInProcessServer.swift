@@ -5,23 +5,27 @@ import ProfileClient
 @testable import ProfileServer
 import ProfileStore
 
-/// The server's own worker, group-commit writer and folder, run in this process on a store the test
+/// The server's own workers, group-commit writer and folder, run in this process on a store the test
 /// holds, so the test can inject faults into the store (`SQLiteProfileStore.setFault`) that no
 /// flag of the binary reaches. Only the acceptor is the test's: `connect` accepts and hands the
-/// socket to the worker the way the server's acceptor does.
+/// socket to a worker the way the server's acceptor does.
 ///
-/// Threading: use it from one thread; the worker, the writer and the folder run on threads of their own.
+/// Threading: use it from one thread; the workers, the writer and the folder run on threads of their own.
 final class InProcessServer {
     let store: SQLiteProfileStore
     let statistics: ServerStatistics
     private let context: ServerContext
-    private let worker: Worker
+    private let workers: [Worker]
     private let listener: Int32
     private let port: UInt16
-    private var threads: (worker: pthread_t, writer: pthread_t, folder: pthread_t)?
+    private var nextWorker = 0
+    private var threads: (workers: [pthread_t], writer: pthread_t, folder: pthread_t)?
 
-    /// - Parameter wrapFolder: lets a test stand between the server and its folder.
+    /// - Parameters:
+    ///   - workers: event loops, each with its own thread; `loopPolicy` moves connections between them.
+    ///   - wrapFolder: lets a test stand between the server and its folder.
     init(path: String, busyTimeoutMilliseconds: Int32 = 200, pinLimitBytes: Int = 8 << 20,
+         workers workerCount: Int = 1, loopPolicy: LoopPolicy = .standard,
          wrapFolder: (any WriteLogFolder) -> any WriteLogFolder = { $0 }) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
         Log.level = .error
@@ -34,17 +38,25 @@ final class InProcessServer {
         statistics = ServerStatistics()
         let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: pinLimitBytes,
                                       lastSequence: logWriter.lastSequence)
-        context = ServerContext(configuration: ServerConfiguration(), cache: cache, store: store, writer: writer,
-                                tokens: TokenRegistry(nil), statistics: statistics, workerCount: 1)
-        worker = try Worker(index: 0, context: context, reader: try store.makeReader())
+        var configuration = ServerConfiguration()
+        configuration.loopPolicy = loopPolicy
+        context = ServerContext(configuration: configuration, cache: cache, store: store, writer: writer,
+                                tokens: TokenRegistry(nil), statistics: statistics, workerCount: workerCount)
+        var workers: [Worker] = []
+        for i in 0..<workerCount { workers.append(try Worker(index: i, context: context, reader: try store.makeReader())) }
+        for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
+        self.workers = workers
         listener = try listenTCP(host: "127.0.0.1", port: 0)[0]
         port = boundPort(of: listener)
-        let worker = self.worker
-        threads = (startThread("worker-0") { worker.run() }, startThread("writer") { writer.run(log: logWriter, reader: writerReader) },
+        threads = (workers.map { worker in startThread("worker-\(worker.index)") { worker.run() } },
+                   startThread("writer") { writer.run(log: logWriter, reader: writerReader) },
                    startThread("folder") { writer.runFolder(folder: logFolder, writer: storeWriter) })
     }
 
-    /// A client connection served by the worker.
+    /// What the workers published about their loops at their last ticks.
+    var loops: LoopLoads { context.loops }
+
+    /// A client connection served by the workers, handed to them in turn.
     func connect() throws -> ProfileConnection {
         let connection = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 20)
         // The handshake is done once connect returns, so the socket is waiting in the backlog.
@@ -56,15 +68,16 @@ final class InProcessServer {
         guard fd >= 0 else { throw TestFailure("accept failed: \(String(cString: strerror(errno)))") }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         statistics.currentConnections.add(1, ordering: .relaxed)
-        worker.post(.accepted(fd: fd))
+        workers[nextWorker].post(.accepted(fd: fd))
+        nextWorker = (nextWorker + 1) % workers.count
         return connection
     }
 
-    /// Stops the worker, then the writer, then the folder, the way the server does on SIGTERM.
+    /// Stops the workers, then the writer, then the folder, the way the server does on SIGTERM.
     func stop() {
         guard let threads else { return }
-        worker.post(.stop)
-        pthread_join(threads.worker, nil)
+        for worker in workers { worker.post(.stop) }
+        for thread in threads.workers { pthread_join(thread, nil) }
         context.writer.stop()
         pthread_join(threads.writer, nil)
         context.writer.stopFolder()
