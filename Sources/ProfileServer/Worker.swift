@@ -142,6 +142,8 @@ final class Worker: @unchecked Sendable {
             case .stop: beginStopping()
             }
         }
+        // A stopping loop with nothing left waited for these messages to end.
+        exitIfIdle()
     }
 
     private func adopt(_ fd: Int32) {
