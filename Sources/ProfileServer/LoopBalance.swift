@@ -31,12 +31,12 @@ struct LoopPolicy: Sendable {
 
     static let standard = LoopPolicy()
 
-    /// Whether a worker other than 0 should hand its idle connections to worker 0.
+    /// Whether a worker other than 0 should hand its connections to worker 0.
     func shouldGather(requests: Int, sleeps: Int, firstBusyPermille: Int, holding: Bool) -> Bool {
         !holding && firstBusyPermille < gatherRoomPermille && requests < requestsPerSleepToGather * max(sleeps, 1)
     }
 
-    /// Whether worker 0 should hand half its idle connections to the others.
+    /// Whether worker 0 should hand half its connections to the others.
     func shouldSpread(busyPermille: Int, idleMillicores: Int) -> Bool {
         busyPermille >= spreadBusyPermille && idleMillicores >= spreadIdleMillicores
     }

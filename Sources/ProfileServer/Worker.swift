@@ -10,7 +10,7 @@ enum WorkerMessage: @unchecked Sendable {
     case accepted(fd: Int32)
     /// The writer answered these jobs (all of this worker's connections), in commit order.
     case answered([WriteJob])
-    /// Another worker hands over an idle connection (see `LoopPolicy`).
+    /// Another worker hands over a connection with no writes in flight (see `LoopPolicy`).
     case moved(Connection)
     /// Stop accepting work: answer what arrived, then close every connection and return.
     case stop
