@@ -69,6 +69,12 @@ final class WriteJob: @unchecked Sendable {
         let header = count * MemoryLayout<UInt32>.size
         var total = 0
         for i in 0..<count { total += argument(i).count }
+        // With capacity 0 the initializer stores the count into the one shared empty array,
+        // a write ThreadSanitizer reports when two workers queue a COUNT at once.
+        guard header + total > 0 else {
+            storage = []
+            return
+        }
         storage = [UInt8](unsafeUninitializedCapacity: header + total) { buffer, initialized in
             let raw = UnsafeMutableRawBufferPointer(buffer)
             var end = 0
