@@ -53,8 +53,6 @@ struct LoopPolicy: Sendable {
 final class LoopLoad: Sendable {
     /// Busy share of the last tick, in thousandths of a core.
     let busyPermille = Atomic<Int>(0)
-    /// Connections served.
-    let connections = Atomic<Int>(0)
 }
 
 /// What the workers publish to each other about their loops.

@@ -101,11 +101,21 @@ final class Worker: @unchecked Sendable {
 
     /// Queues a message and rings the doorbell. Any thread.
     func post(_ message: WorkerMessage) {
+        _ = enqueue(message, refusingOnceClosed: false)
+    }
+
+    /// Queues a message unless told to refuse it after the loop ended, and rings the doorbell.
+    private func enqueue(_ message: WorkerMessage, refusingOnceClosed: Bool) -> Bool {
         inboxLock.lock()
+        if refusingOnceClosed && closedToMoves {
+            inboxLock.unlock()
+            return false
+        }
         inbox.append(message)
         inboxLock.unlock()
         var one: UInt64 = 1
         _ = write(doorbell, &one, 8)
+        return true
     }
 
     /// The thread's body: runs the loop until a stop message has been fully served.
@@ -217,7 +227,6 @@ final class Worker: @unchecked Sendable {
         let load = sampler.take(now: now, requests: requestsAnswered)
         let loads = context.loops
         loads.workers[index].busyPermille.store(load.busyPermille, ordering: .relaxed)
-        loads.workers[index].connections.store(connections.count, ordering: .relaxed)
         guard !stopping else { return }
         let policy = context.configuration.loopPolicy
         if index == 0 {
@@ -263,16 +272,7 @@ final class Worker: @unchecked Sendable {
 
     /// Queues a handed-over connection unless this worker's loop has ended. Any thread.
     func offer(_ connection: Connection) -> Bool {
-        inboxLock.lock()
-        guard !closedToMoves else {
-            inboxLock.unlock()
-            return false
-        }
-        inbox.append(.moved(connection))
-        inboxLock.unlock()
-        var one: UInt64 = 1
-        _ = write(doorbell, &one, 8)
-        return true
+        enqueue(.moved(connection), refusingOnceClosed: true)
     }
 
     fileprivate func forceStop() {
