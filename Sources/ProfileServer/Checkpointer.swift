@@ -1,9 +1,10 @@
 import Glibc
 import ProfileStore
 
-/// Copies the write-ahead log back into the database on a thread of its own, a few times a
-/// second, so that the group-commit writer rarely has to: a checkpoint of a large log takes
-/// seconds, and inside a commit it would hold every write waiting.
+/// Copies the write-ahead logs of the database and of the write log back into their files
+/// on a thread of its own, a few times a second, so that the group-commit writer rarely has
+/// to: a checkpoint of a large log takes seconds, and inside a commit it would hold every
+/// write waiting.
 ///
 /// `run` belongs to the checkpointer's thread; `stop` may be called from any thread.
 final class Checkpointer: @unchecked Sendable {
@@ -15,15 +16,17 @@ final class Checkpointer: @unchecked Sendable {
         self.intervalMilliseconds = intervalMilliseconds
     }
 
-    /// Checkpoints until `stop`; `writer` is a connection of its own, used for nothing else.
-    func run(writer: any ProfileWriter) {
+    /// Checkpoints until `stop`; `writer` and `log` have connections of their own, used for
+    /// nothing else.
+    func run(writer: any ProfileWriter, log: any WriteLogCheckpointer) {
         var failures = 0
         while waitForNextRound() {
             do {
                 try writer.checkpointWithoutWaiting()
+                try log.checkpointWithoutWaiting()
                 failures = 0
             } catch {
-                // The writer's own automatic checkpoint still bounds the log; say it once.
+                // The writers' own automatic checkpoints still bound the logs; say it once.
                 failures += 1
                 if failures == 1 { Log.warn("background checkpoint failed", ["error": "\(error)"]) }
             }

@@ -20,7 +20,9 @@ public final class Server {
     private let context: ServerContext
     /// The table's writer, for the folder's last checkpoint at shutdown.
     private let storeWriter: any ProfileWriter
+    /// The checkpointer thread's, for the database and for the write log.
     private let checkpointWriter: any ProfileWriter
+    private let logCheckpointer: any WriteLogCheckpointer
     /// The writer thread's: appends to the write log, and reads the table for UPDATE and DEL.
     private let logWriter: any WriteLogWriter
     private let writerReader: any ProfileReader
@@ -68,6 +70,7 @@ public final class Server {
                                            writerCacheMebibytes: configuration.writerCacheMebibytes)
             storeWriter = try store.makeWriter()
             checkpointWriter = try store.makeWriter()
+            logCheckpointer = try store.makeWriteLogCheckpointer()
             logWriter = try store.makeWriteLogWriter()
             writerReader = try store.makeReader()
             logFolder = try store.makeWriteLogFolder()
@@ -155,8 +158,11 @@ public final class Server {
         nonisolated(unsafe) let storeWriter = self.storeWriter
         let folderThread = startThread("folder") { context.writer.runFolder(folder: logFolder, writer: storeWriter) }
         nonisolated(unsafe) let checkpointWriter = self.checkpointWriter
+        nonisolated(unsafe) let logCheckpointer = self.logCheckpointer
         let checkpointer = self.checkpointer
-        let checkpointerThread = startThread("checkpointer") { checkpointer.run(writer: checkpointWriter) }
+        let checkpointerThread = startThread("checkpointer") {
+            checkpointer.run(writer: checkpointWriter, log: logCheckpointer)
+        }
         var workerThreads: [pthread_t] = []
         for worker in workers {
             workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })

@@ -98,6 +98,8 @@ public protocol ProfileStore: AnyObject, Sendable {
     func makeWriteLogWriter() throws -> any WriteLogWriter
     /// Merges the write log into the table (see `WriteLogFolder`).
     func makeWriteLogFolder() throws -> any WriteLogFolder
+    /// Checkpoints the write log in the background (see `WriteLogCheckpointer`).
+    func makeWriteLogCheckpointer() throws -> any WriteLogCheckpointer
     /// Names the store in logs, e.g. its path.
     var description: String { get }
 }

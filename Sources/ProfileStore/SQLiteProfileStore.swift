@@ -72,6 +72,10 @@ public final class SQLiteProfileStore: ProfileStore {
         try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes)
     }
 
+    public func makeWriteLogCheckpointer() throws -> any WriteLogCheckpointer {
+        try SQLiteWriteLogCheckpointer(file: file)
+    }
+
     public var description: String { file.path }
 
     /// For tests: makes every later operation of this store's writers fail

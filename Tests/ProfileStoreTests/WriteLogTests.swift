@@ -182,6 +182,32 @@ extension WriteLogWriter {
         #expect(try openStore(path).makeReader().count() == 5000)
     }
 
+    /// The server's checkpointer thread copies the log's WAL back into the log file; the
+    /// writer's commits leave that to it until the WAL holds 64 MiB (they did it every 4 MiB,
+    /// stalling the writes behind them).
+    @Test func theLogCheckpointerAndNotTheWritersCommitsCopiesTheLogBack() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("p.db")
+        func logFileBytes() -> Int {
+            var status = stat()
+            return stat(path + "-writes", &status) == 0 ? Int(status.st_size) : -1
+        }
+        let store = try openStore(path)
+        let log = try store.makeWriteLogWriter()
+        let checkpointer = try store.makeWriteLogCheckpointer()
+        let name = String(repeating: "n", count: 200)
+        // About 5 MiB of rows in 40 commits: past the 1,000 pages of SQLite's default.
+        for commit in 0..<40 {
+            try log.transaction {
+                for i in 0..<500 { try log.append(0, Profile("id\(commit)-\(i)", name, "u")) }
+            }
+        }
+        #expect(logFileBytes() < 64 << 10, "\(logFileBytes()) bytes: a commit checkpointed the log")
+        try checkpointer.checkpointWithoutWaiting()
+        #expect(logFileBytes() > 4 << 20, "\(logFileBytes()) bytes")
+        #expect(try store.makeWriteLogFolder().logRows() == 20_000)
+    }
+
     @Test func aFailedAppendRollsBackAndHandsItsSequenceOutAgain() throws {
         let directory = TemporaryDirectory()
         let store = try openStore(directory.file("p.db"))
