@@ -22,6 +22,7 @@ let prometheusNames: [(stat: String, metric: String, type: String, help: String)
     ("store_rows", "profiled_store_rows", "gauge", "Profiles in the store."),
     ("errors", "profiled_errors_total", "counter", "ERROR replies sent."),
     ("threads", "profiled_threads", "gauge", "Worker threads."),
+    ("loop_moves", "profiled_connection_moves_total", "counter", "Connections handed from one event loop to another."),
 ]
 
 /// /metrics and /healthz over HTTP, with libevent's evhttp on the acceptor's event loop.

@@ -69,6 +69,7 @@ extension ServerContext {
             ("store_rows", storeRows),
             ("errors", errors + statistics.refusedErrors.load(ordering: .relaxed)),
             ("threads", workerStatistics.count),
+            ("loop_moves", loops.moves.load(ordering: .relaxed)),
         ])
     }
 }

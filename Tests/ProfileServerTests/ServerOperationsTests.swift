@@ -105,7 +105,8 @@ import Testing
                        "cmd_del": "profiled_profiles_deleted_total", "store_rows": "profiled_store_rows",
                        "errors": "profiled_errors_total", "total_connections": "profiled_connections_accepted_total",
                        "curr_connections": "profiled_connections", "cache_items": "profiled_cache_items",
-                       "cache_limit_bytes": "profiled_cache_limit_bytes", "cache_evictions": "profiled_cache_evictions_total"]
+                       "cache_limit_bytes": "profiled_cache_limit_bytes", "cache_evictions": "profiled_cache_evictions_total",
+                       "loop_moves": "profiled_connection_moves_total"]
         for (stat, metric) in mapping {
             #expect(metrics[metric].map { Double($0) } == stats[stat].map { Double($0) }, "\(stat) vs \(metric)")
         }
