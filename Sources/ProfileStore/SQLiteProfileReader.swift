@@ -23,8 +23,10 @@ final class SQLiteProfileReader: ProfileReader {
             PRAGMA cache_size = -\(Self.cacheKibibytes);
             """)
         try connection.applySynchronousMode()
+        // Not user_id: the row's is the one bound, byte for byte (BINARY collation), and each
+        // text column costs SQLite a copy into memory it allocates and frees per lookup.
         lookupStatement = try Statement(connection,
-            "SELECT user_id, name, portrait_uri FROM profiles WHERE user_id = ?1")
+            "SELECT name, portrait_uri FROM profiles WHERE user_id = ?1")
         countStatement = try Statement(connection, "SELECT count(*) FROM profiles")
         recentStatement = try Statement(connection,
             "SELECT user_id, name, portrait_uri FROM profiles ORDER BY seq DESC LIMIT ?1")
@@ -41,7 +43,8 @@ final class SQLiteProfileReader: ProfileReader {
         let statement = lookupStatement
         defer { statement.reset() }
         try statement.bind(1, userId)
-        return try body(statement.step() ? statement.profileRow : nil)
+        guard try statement.step() else { return try body(nil) }
+        return try body(ProfileRow(userId: userId, name: statement.text(0), portraitUri: statement.text(1)))
     }
 
     func beginRead() throws {
