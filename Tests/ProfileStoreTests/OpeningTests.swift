@@ -36,6 +36,16 @@ import Testing
         #expect(try integer("SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'", on: path) == 1)
     }
 
+    /// The system's SQLite may be built with secure_delete on, which made emptying a merged
+    /// generation of the write log rewrite every freed page as zeros on the writer's thread.
+    @Test func connectionsLeaveFreedPagesAlone() throws {
+        let store = try openStore(directory.file("profiles.sqlite3"))
+        for path in [store.file.path, store.file.logPath] {
+            // 2 is FAST: deleted rows are zeroed only on pages written anyway.
+            #expect(try Connection(file: store.file, path: path).integer("PRAGMA secure_delete") == 2)
+        }
+    }
+
     @Test func missingParentDirectoriesAreCreated() throws {
         let path = directory.file("a/b/profiles.sqlite3")
         let store = try openStore(path)
