@@ -45,12 +45,20 @@ private func encodedString(_ value: [UInt8]) -> String {
     }
 }
 
-@Test func aSpecialByteAnywhereInALongValueQuotesIt() {
-    for special: UInt8 in [0x00, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x22, 0x5C, 0x7F] {
-        for offset in 0..<24 {
-            var value = repeated("a", 24)
-            value[offset] = special
-            #expect(encoded(value).first == 0x22, "byte \(special) at offset \(offset)")
+@Test func aSpecialByteAnywhereInAValueOfAnyLengthQuotesIt() {
+    // Every length up to three words and a bit, so every place a word or the tail reads.
+    for length in 1...27 {
+        for special: UInt8 in [0x00, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x22, 0x5C, 0x7F] {
+            for offset in 0..<length {
+                var value = repeated("a", length)
+                value[offset] = special
+                #expect(encoded(value).first == 0x22, "byte \(special) at offset \(offset) of \(length)")
+            }
+        }
+        // Bytes just beside the special ones, and those of UTF-8, stay bare.
+        for neighbour: UInt8 in [0x21, 0x23, 0x5B, 0x5D, 0x7E, 0x80, 0xC3, 0xFF] {
+            let value = repeated("a", length - 1) + [neighbour]
+            #expect(encoded(value) == value, "byte \(neighbour) at the end of \(length)")
         }
     }
     let plain = Array(0x21...0x7E).filter { $0 != 0x22 && $0 != 0x5C }.map(UInt8.init) + bytes("é明")
