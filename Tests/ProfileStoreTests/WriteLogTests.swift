@@ -163,10 +163,6 @@ extension WriteLogWriter {
     @Test func foldAllGivesTheEmptiedLogsPagesBack() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("p.db")
-        func logFileBytes() -> Int {
-            var status = stat()
-            return stat(path + "-writes", &status) == 0 ? Int(status.st_size) : -1
-        }
         do {
             let store = try openStore(path)
             let log = try store.makeWriteLogWriter()
@@ -177,8 +173,8 @@ extension WriteLogWriter {
             try store.makeWriteLogFolder().foldAll()
         }
         // Closed, so the log's WAL went back into it: a few pages, not the ~1.2 MB it grew to.
-        #expect(logFileBytes() > 0)
-        #expect(logFileBytes() < 64 << 10, "\(logFileBytes()) bytes")
+        #expect(logFileBytes(path) > 0)
+        #expect(logFileBytes(path) < 64 << 10, "\(logFileBytes(path)) bytes")
         #expect(try openStore(path).makeReader().count() == 5000)
     }
 
@@ -188,10 +184,6 @@ extension WriteLogWriter {
     @Test func theLogCheckpointerAndNotTheWritersCommitsCopiesTheLogBack() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("p.db")
-        func logFileBytes() -> Int {
-            var status = stat()
-            return stat(path + "-writes", &status) == 0 ? Int(status.st_size) : -1
-        }
         let store = try openStore(path)
         let log = try store.makeWriteLogWriter()
         let checkpointer = try store.makeWriteLogCheckpointer()
@@ -202,9 +194,9 @@ extension WriteLogWriter {
                 for i in 0..<500 { try log.append(0, Profile("id\(commit)-\(i)", name, "u")) }
             }
         }
-        #expect(logFileBytes() < 64 << 10, "\(logFileBytes()) bytes: a commit checkpointed the log")
+        #expect(logFileBytes(path) < 64 << 10, "\(logFileBytes(path)) bytes: a commit checkpointed the log")
         try checkpointer.checkpointWithoutWaiting()
-        #expect(logFileBytes() > 4 << 20, "\(logFileBytes()) bytes")
+        #expect(logFileBytes(path) > 4 << 20, "\(logFileBytes(path)) bytes")
         #expect(try store.makeWriteLogFolder().logRows() == 20_000)
     }
 
@@ -242,4 +234,10 @@ extension WriteLogWriter {
         let error = storeError { _ = try openStore(path) }
         #expect(error?.kind == .notADatabase)
     }
+}
+
+/// The size of the write log file beside the store at `path`; -1 when there is none.
+private func logFileBytes(_ path: String) -> Int {
+    var status = stat()
+    return stat(path + "-writes", &status) == 0 ? Int(status.st_size) : -1
 }
