@@ -32,6 +32,30 @@ import Testing
                                "worker-0": 0, "worker-1": 0])
     }
 
+    /// The checkpointer thread copies the write log's WAL back into the log file: the
+    /// writer's commits would do it only past 64 MiB, so without it the file would keep the
+    /// few pages of its empty tables however much was written.
+    @Test func theCheckpointerCopiesTheWriteLogBackInTheBackground() throws {
+        let server = try TestServer()
+        func logFileBytes() -> Int {
+            var status = stat()
+            return stat(server.databasePath + "-writes", &status) == 0 ? Int(status.st_size) : -1
+        }
+        let empty = logFileBytes()
+        let c = try server.connect()
+        let name = String(repeating: "n", count: 200)
+        // Each MSET is one commit of about 23 KB; merges empty the log right after, so its
+        // pages are reused and the file grows by a few pages, not by all of it.
+        for batch in 0..<20 {
+            try c.mset((0..<100).map { Profile(userId: "id\(batch)-\($0)", name: name, portraitUri: "u") })
+        }
+        // The checkpointer runs every 200 ms.
+        let deadline = monotonicSeconds() + 10
+        while logFileBytes() <= empty && monotonicSeconds() < deadline { usleep(20_000) }
+        #expect(empty > 0)
+        #expect(logFileBytes() > empty, "\(logFileBytes()) bytes, \(empty) at the start")
+    }
+
     @Test func configFileSetsEveryFlagAndTheCommandLineWins() throws {
         let directory = try makeTemporaryDirectory()
         let config = directory + "/profiled.conf"
