@@ -1,5 +1,4 @@
 import Glibc
-import ProfileStore
 
 /// Copies the write-ahead logs of the database and of the write log back into their files
 /// on a thread of its own, a few times a second, so that the group-commit writer rarely has
@@ -16,19 +15,21 @@ final class Checkpointer: @unchecked Sendable {
         self.intervalMilliseconds = intervalMilliseconds
     }
 
-    /// Checkpoints until `stop`; `writer` and `log` have connections of their own, used for
-    /// nothing else.
-    func run(writer: any ProfileWriter, log: any WriteLogCheckpointer) {
-        var failures = 0
+    /// Runs every checkpoint each round until `stop`, each over a connection of its own used
+    /// for nothing else: the database's, then the write log's. One that fails does not keep
+    /// the others from running.
+    func run(_ checkpoints: [(file: String, checkpoint: () throws -> Void)]) {
+        var failures = Array(repeating: 0, count: checkpoints.count)
         while waitForNextRound() {
-            do {
-                try writer.checkpointWithoutWaiting()
-                try log.checkpointWithoutWaiting()
-                failures = 0
-            } catch {
-                // The writers' own automatic checkpoints still bound the logs; say it once.
-                failures += 1
-                if failures == 1 { Log.warn("background checkpoint failed", ["error": "\(error)"]) }
+            for (i, (file, checkpoint)) in checkpoints.enumerated() {
+                do {
+                    try checkpoint()
+                    failures[i] = 0
+                } catch {
+                    // The writers' own automatic checkpoints still bound the logs; say it once.
+                    failures[i] += 1
+                    if failures[i] == 1 { Log.warn("background checkpoint failed", ["file": file, "error": "\(error)"]) }
+                }
             }
         }
     }

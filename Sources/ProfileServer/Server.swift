@@ -161,7 +161,8 @@ public final class Server {
         nonisolated(unsafe) let logCheckpointer = self.logCheckpointer
         let checkpointer = self.checkpointer
         let checkpointerThread = startThread("checkpointer") {
-            checkpointer.run(writer: checkpointWriter, log: logCheckpointer)
+            checkpointer.run([("database", checkpointWriter.checkpointWithoutWaiting),
+                              ("write log", logCheckpointer.checkpointWithoutWaiting)])
         }
         var workerThreads: [pthread_t] = []
         for worker in workers {
