@@ -23,6 +23,16 @@ public enum CacheCopy: Sendable {
     case miss(FillTicket)
 }
 
+/// What `ProfileCache.unpin(_:generation:)` let go of.
+///
+/// A plain value; any thread may use it.
+public enum UnpinnedEntry: Sendable, Equatable {
+    /// A profile whose reply line is `replyCount` bytes.
+    case profile(replyCount: Int)
+    /// A remembered absence: the write was a removal.
+    case absence
+}
+
 /// Proof of when a miss happened: the shard and its epoch at that moment.
 ///
 /// Opaque to callers; any thread may carry it to `ProfileCache.fill`.

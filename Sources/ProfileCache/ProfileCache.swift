@@ -132,7 +132,7 @@ public final class ProfileCache: @unchecked Sendable {
     ///
     /// With `generation`, the entry is pinned: it holds a write that so far only the store's
     /// write log has, so it is neither evicted nor dropped (it may take the shard over its
-    /// budget) until `unpin(generation:)`. The caller bounds how much it pins. Without, a
+    /// budget) until `unpin(_:generation:)`. The caller bounds how much it pins. Without, a
     /// reply too large to cache still removes the old entry.
     public func store(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?, pinnedIn generation: Int? = nil) {
         let hash = hasher.hash(userId)
@@ -144,13 +144,15 @@ public final class ProfileCache: @unchecked Sendable {
         }
     }
 
-    /// Unpins every entry pinned in `generation` (0 or 1): the store's table has their writes
-    /// now. Walks every shard, one lock at a time.
-    public func unpin(generation: Int) {
-        for index in 0..<shardCount {
-            let shard = shard(at: index)
-            shard.withLock { shard.state.pointee.unpin(generation: generation) }
-        }
+    /// Unpins the entry for `userId` if it is pinned in `generation` (0 or 1): the store's
+    /// table has that write now. Returns what was unpinned, nil when nothing was (the id is
+    /// not cached, not pinned, or pinned by a newer write in the other generation).
+    public func unpin(_ userId: UnsafeRawBufferPointer, generation: Int) -> UnpinnedEntry? {
+        let hash = hasher.hash(userId)
+        let shard = shard(at: shardIndex(for: hash))
+        pthread_mutex_lock(shard.lock)
+        defer { pthread_mutex_unlock(shard.lock) }
+        return shard.state.pointee.unpin(userId, hash: hash, generation: generation)
     }
 
     /// Drops every entry (FLUSHALL) and invalidates every outstanding fill ticket.

@@ -98,7 +98,7 @@ struct ShardState: ~Copyable {
 
     /// Replaces whatever is cached for `key` with `reply` (an absence when nil), or just
     /// removes it when no block can hold them (a reply too large to cache must still not leave
-    /// the old one behind). A block pinned in a generation stays until `unpin` of that generation.
+    /// the old one behind). A block pinned in a generation stays until `unpin` of it in that generation.
     mutating func store(_ key: UnsafeRawBufferPointer, hash: UInt64, reply: UnsafeRawBufferPointer?,
                         pinnedIn generation: Int?) {
         epoch &+= 1
@@ -111,18 +111,20 @@ struct ShardState: ~Copyable {
         }
     }
 
-    /// Lets every entry pinned in `generation` be evicted again: the store has folded
-    /// that generation's writes into its table.
-    mutating func unpin(generation: Int) {
-        guard pinnedItems > 0 else { return }
-        for entry in 0..<records.initialized {
-            guard let base = records[UInt32(entry)].block else { continue }
-            let block = EntryBlock(base)
-            guard block.pinnedGeneration == generation else { continue }
-            block.pinnedGeneration = nil
-            pinnedItems -= 1
-            if block.isAbsence { pinnedAbsences -= 1 }
+    /// Lets the entry for `key` be evicted again if it is pinned in `generation`: the store
+    /// has merged that generation's write of it into its table. An entry pinned in the other
+    /// generation holds a newer write, which stays pinned.
+    mutating func unpin(_ key: UnsafeRawBufferPointer, hash: UInt64, generation: Int) -> UnpinnedEntry? {
+        guard pinnedItems > 0, let found = find(key, hash: hash) else { return nil }
+        let block = EntryBlock(records[found.entry].block!)
+        guard block.pinnedGeneration == generation else { return nil }
+        block.pinnedGeneration = nil
+        pinnedItems -= 1
+        guard !block.isAbsence else {
+            pinnedAbsences -= 1
+            return .absence
         }
+        return .profile(replyCount: block.replyLength)
     }
 
     private var recencyLinks: RecencyLinks { RecencyLinks(records: records.base!) }

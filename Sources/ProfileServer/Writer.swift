@@ -307,7 +307,7 @@ final class WriteCoordinator: @unchecked Sendable {
                     cache.store(userId, reply: nil, pinnedIn: generation)
                     job.outcome = .deleted
                     statistics.profilesDeleted.add(1, ordering: .relaxed)
-                    published(bytes: userId.count + 16, generation: generation, log: log)
+                    published(bytes: Self.pinnedBytes(absenceOf: userId), generation: generation, log: log)
                 default:
                     preconditionFailure("only UPDATE and DEL read the current profile")
                 }
@@ -386,7 +386,7 @@ final class WriteCoordinator: @unchecked Sendable {
                             portraitUri: UnsafeRawBufferPointer, generation: Int) -> Int {
         let count = ReplyEncoder.writeValueLine(userId: userId, name: name, portraitUri: portraitUri, to: scratch)
         cache.store(userId, reply: UnsafeRawBufferPointer(start: scratch, count: count), pinnedIn: generation)
-        return count + 32
+        return Self.pinnedBytes(replyCount: count)
     }
 
     /// Answers the barriers whose writes the table has by now; when a fold failed, the rest
@@ -469,14 +469,10 @@ final class WriteCoordinator: @unchecked Sendable {
             }
             if foldPending, let generation = foldingGeneration {
                 let through = sequenceAtFlip
-                let urgent = foldIsUrgent
                 lock.unlock()
                 do {
-                    try fold(generation: generation, urgent: urgent, folder: folder)
+                    try fold(generation: generation, folder: folder)
                     failures = 0
-                } catch let error as StoreError where error.kind == .interrupted {
-                    // It became urgent while merging in the background: merge it again, now.
-                    continue
                 } catch {
                     failures += 1
                     let reason = oneLine("\(error)")
@@ -488,9 +484,6 @@ final class WriteCoordinator: @unchecked Sendable {
                     usleep(useconds_t(min(failures, 10) * 100_000))
                     continue
                 }
-                // Readers must not trust a snapshot from before this commit once entries go.
-                publishedBatches.add(1, ordering: .releasing)
-                cache.unpin(generation: generation)
                 lock.lock()
                 foldPending = false
                 foldFailure = nil
@@ -525,54 +518,91 @@ final class WriteCoordinator: @unchecked Sendable {
         foldUrgent.store(foldIsUrgent, ordering: .relaxed)
     }
 
-    /// Merges `generation` on a thread of its own, named "merge". A fold nobody waits for is
-    /// background work: that thread moves to SCHED_IDLE, so it takes only CPU time the request
-    /// path leaves (at nice 10 the folder still took a quarter of the cores from a SET storm),
-    /// and the fold is abandoned, having changed nothing, as soon as it becomes urgent; the
-    /// caller then merges it again, urgently, so that a waiting writer or client is never left
-    /// behind a thread the scheduler starves. An urgent fold keeps the folder's nice 10.
-    /// Every fold runs on such a thread, urgent or not: with glibc's arena per thread, folds
-    /// on two long-lived threads spread SQLite's working memory over two arenas (3 to 6 bytes
-    /// more per cached profile).
-    private func fold(generation: Int, urgent: Bool, folder: any WriteLogFolder) throws {
+    /// Merges `generation` into the table range by range (see `WriteLogFolder`), and after
+    /// each range's commit unpins its ids: a writer held back by the pin limit then waits for
+    /// one range, not for the whole generation (once 12.7 s).
+    private func fold(generation: Int, folder: any WriteLogFolder) throws {
         let started = monotonicNanos()
-        final class Outcome: @unchecked Sendable {
-            var error: (any Error)?
-            var idle = false
-        }
-        let outcome = Outcome()
         nonisolated(unsafe) let folder = folder
-        // `onThreadOfItsOwn`: only a thread made for this merge may drop to SCHED_IDLE; done on
-        // the folder thread it would stay there, and every later urgent merge with it.
-        let body: @Sendable (_ onThreadOfItsOwn: Bool) -> Void = { onThreadOfItsOwn in
-            if !urgent && onThreadOfItsOwn {
-                if profiled_idle_this_thread() == 0 {
-                    outcome.idle = true
-                } else if !self.idleRefusalLogged.exchange(true, ordering: .relaxed) {
+        let ranges = try mergeStep { abandon in try folder.prepareFold(generation: generation, abandonIf: abandon) }
+        let sorted = monotonicNanos()
+        for _ in 0..<ranges {
+            let range = try mergeStep { abandon in try folder.foldNextRange(abandonIf: abandon) }
+            // Readers must not trust a snapshot from before this commit once entries go.
+            publishedBatches.add(1, ordering: .releasing)
+            var unpinned = 0
+            range.forEachUserId { userId in
+                switch cache.unpin(userId, generation: generation) {
+                case .profile(let replyCount): unpinned += Self.pinnedBytes(replyCount: replyCount)
+                case .absence: unpinned += Self.pinnedBytes(absenceOf: userId)
+                case nil: break
+                }
+            }
+            lock.lock()
+            pinnedBytes[generation] = max(pinnedBytes[generation] - unpinned, 0)
+            noteUrgency()
+            lock.unlock()
+            lock.broadcast()
+        }
+        if Log.level <= .debug {
+            Log.debug("merged a write log generation", [
+                "generation": "\(generation)", "ranges": "\(ranges)",
+                "sort_ms": "\((sorted - started) / 1_000_000)", "ms": "\((monotonicNanos() - started) / 1_000_000)",
+            ])
+        }
+    }
+
+    /// What a VALUE line pinned in the cache counts against the pin limit: its bytes and
+    /// about what the cache spends on an entry.
+    private static func pinnedBytes(replyCount: Int) -> Int { replyCount + 32 }
+
+    /// What a remembered removal of `userId` counts against the pin limit.
+    private static func pinnedBytes(absenceOf userId: UnsafeRawBufferPointer) -> Int { userId.count + 16 }
+
+    /// Runs one step of a merge on a thread of its own, named "merge", and returns its result.
+    ///
+    /// A step nobody waits for (`foldIsUrgent` is false) is background work: its thread moves
+    /// to SCHED_IDLE, so it takes only CPU time the request path leaves (at nice 10 the folder
+    /// still took a quarter of the cores from a SET storm), and the step is abandoned, having
+    /// changed nothing, as soon as the merge becomes urgent; it then runs again at once,
+    /// urgently, so that a waiting writer or client is never left behind a thread the
+    /// scheduler starves. An urgent step keeps the folder's nice 10. Every step runs on such a
+    /// thread, urgent or not: with glibc's arena per thread, folds on two long-lived threads
+    /// spread SQLite's working memory over two arenas (3 to 6 bytes more per cached profile).
+    /// Unpinning stays on the folder thread: at SCHED_IDLE it would hold shard locks that
+    /// workers wait for while the scheduler starves it.
+    private func mergeStep<R>(_ step: @escaping (_ abandonIf: @escaping () -> Bool) throws -> R) throws -> R {
+        nonisolated(unsafe) let step = step
+        while true {
+            let urgent = foldUrgent.load(ordering: .relaxed)
+            let outcome = MergeStepOutcome<R>()
+            // `onThreadOfItsOwn`: only a thread made for this step may drop to SCHED_IDLE; done on
+            // the folder thread it would stay there, and every later urgent step with it.
+            let body: @Sendable (_ onThreadOfItsOwn: Bool) -> Void = { onThreadOfItsOwn in
+                if !urgent && onThreadOfItsOwn && profiled_idle_this_thread() != 0
+                    && !self.idleRefusalLogged.exchange(true, ordering: .relaxed) {
                     // Once: a system that refuses it (a seccomp filter, say) refuses every merge.
                     Log.warn("cannot move background merges to SCHED_IDLE; they run at nice 10",
                              ["error": String(cString: strerror(errno))])
                 }
+                outcome.result = Result { try step { !urgent && self.foldUrgent.load(ordering: .relaxed) } }
             }
-            do {
-                try folder.fold(generation: generation) { !urgent && self.foldUrgent.load(ordering: .relaxed) }
-            } catch {
-                outcome.error = error
+            if let thread = tryStartThread("merge", { body(true) }) {
+                pthread_join(thread, nil)
+            } else {
+                body(false)
+            }
+            switch outcome.result! {
+            case .success(let value):
+                return value
+            case .failure(let error as StoreError) where error.kind == .interrupted && !urgent:
+                // It became urgent while running in the background: run it again, now.
+                Log.debug("abandoned a background merge step")
+                continue
+            case .failure(let error):
+                throw error
             }
         }
-        if let thread = tryStartThread("merge", { body(true) }) {
-            pthread_join(thread, nil)
-        } else {
-            body(false)
-        }
-        if Log.level <= .debug {
-            let abandoned = (outcome.error as? StoreError)?.kind == .interrupted
-            Log.debug(abandoned ? "abandoned a background merge" : "merged a write log generation", [
-                "generation": "\(generation)", "priority": outcome.idle ? "idle" : "nice 10",
-                "ms": "\((monotonicNanos() - started) / 1_000_000)",
-            ])
-        }
-        if let error = outcome.error { throw error }
     }
 
     /// Checked with the lock held.
@@ -584,6 +614,11 @@ final class WriteCoordinator: @unchecked Sendable {
         return foldingGeneration == nil && !flipRequested
             && committedSequence.load(ordering: .acquiring) != foldedSequence.load(ordering: .relaxed)
     }
+}
+
+/// What a merge step's thread hands back to the folder, which reads it after joining it.
+private final class MergeStepOutcome<R>: @unchecked Sendable {
+    var result: Result<R, any Error>?
 }
 
 /// Makes an error text safe to put on one protocol line.

@@ -96,10 +96,25 @@ public protocol ProfileStore: AnyObject, Sendable {
     func makeWriter() throws -> any ProfileWriter
     /// The server's way in: writes committed to the write log first (see `WriteLogWriter`).
     func makeWriteLogWriter() throws -> any WriteLogWriter
-    /// Merges the write log into the table (see `WriteLogFolder`).
-    func makeWriteLogFolder() throws -> any WriteLogFolder
+    /// Merges the write log into the table (see `WriteLogFolder`), `rowsPerRange` ids in
+    /// each transaction.
+    func makeWriteLogFolder(rowsPerRange: Int) throws -> any WriteLogFolder
     /// Checkpoints the write log in the background (see `WriteLogCheckpointer`).
     func makeWriteLogCheckpointer() throws -> any WriteLogCheckpointer
     /// Names the store in logs, e.g. its path.
     var description: String { get }
+}
+
+extension ProfileStore {
+    /// Rows a merge commits at a time unless told otherwise. Each range's transaction writes
+    /// the table's pages of its ids once, as one transaction for the whole generation would
+    /// (only the pages of `profiles_by_seq` that hold old entries, spread over the index, are
+    /// written again by later ranges), and takes a fraction of a second: so long a writer
+    /// held back by the cache's pin limit waits for pins to come back.
+    public static var defaultRowsPerFoldRange: Int { 16_384 }
+
+    /// Merges the write log into the table, `defaultRowsPerFoldRange` ids in each transaction.
+    public func makeWriteLogFolder() throws -> any WriteLogFolder {
+        try makeWriteLogFolder(rowsPerRange: Self.defaultRowsPerFoldRange)
+    }
 }

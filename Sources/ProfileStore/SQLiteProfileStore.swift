@@ -48,7 +48,8 @@ public final class SQLiteProfileStore: ProfileStore {
         try WriteLogFile.prepare(file)
         // Writes a server committed to the log but did not merge before it stopped (a crash)
         // go into the table now, before anyone reads or writes the table directly.
-        let folder = try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes)
+        let folder = try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes,
+                                              rowsPerRange: Self.defaultRowsPerFoldRange)
         if try folder.logRows() > 0 {
             try folder.foldAll()
         }
@@ -68,8 +69,8 @@ public final class SQLiteProfileStore: ProfileStore {
         try SQLiteWriteLogWriter(file: file)
     }
 
-    public func makeWriteLogFolder() throws -> any WriteLogFolder {
-        try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes)
+    public func makeWriteLogFolder(rowsPerRange: Int) throws -> any WriteLogFolder {
+        try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes, rowsPerRange: rowsPerRange)
     }
 
     public func makeWriteLogCheckpointer() throws -> any WriteLogCheckpointer {

@@ -104,6 +104,15 @@ extension Statement {
         _ = try step()
     }
 
+    /// Steps a statement without parameters and returns its first row's first column.
+    func firstInteger() throws(StoreError) -> Int64 {
+        defer { reset() }
+        guard try step() else {
+            throw StoreError(resultCode: SQLITE_ERROR, message: "no row", sql: sql, path: connection.file.path)
+        }
+        return int64(0)
+    }
+
     /// Runs this ROLLBACK after a failed transaction if SQLite did not end it by itself, as it
     /// does after some errors; a failure here leaves the first error to be reported.
     func rollBackIfOpen() {

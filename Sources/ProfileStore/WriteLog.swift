@@ -74,21 +74,67 @@ public protocol WriteLogWriter: AnyObject {
 
 /// Merges the log into the database's table.
 ///
-/// Threading: one thread at a time (the server's folder thread, or whoever opens the store).
+/// A generation is merged in two steps, so that the server can give its cache pins back as
+/// the merge goes rather than all at its end: `prepareFold` sorts the newest row of each id
+/// once, and `foldNextRange` merges the next range of those ids in a transaction of its own.
+///
+/// Threading: one thread at a time (the server's folder thread and the merge threads it
+/// starts and joins, or whoever opens the store).
 public protocol WriteLogFolder: AnyObject {
-    /// Merges generation `generation` into the table in one transaction on the database,
-    /// leaving the log as it is: the writer empties it once the merge committed.
+    /// Sorts the newest row of each id in generation `generation` by id, aside from the log
+    /// and the table, and returns how many ranges of them `foldNextRange` has left to merge.
+    /// A generation already prepared and partly merged is resumed, not sorted again.
     ///
     /// `abandon` is asked every few thousand SQLite steps, on the calling thread; once it
-    /// answers true the merge rolls back and throws `.interrupted`, having changed nothing.
-    func fold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws
+    /// answers true the call rolls back and throws `.interrupted`, having changed nothing.
+    func prepareFold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws -> Int
+    /// Merges the next range of the prepared generation into the table, in one transaction,
+    /// leaving the log as it is (the writer empties the generation once every range is
+    /// merged), and returns it with its ids. `abandon` as for `prepareFold`: an abandoned
+    /// range is merged by the next call.
+    func foldNextRange(abandonIf abandon: @escaping () -> Bool) throws -> FoldedRange
     /// Merges both generations into the table and empties the log, and shrinks its file:
     /// recovery at open, and the last step at shutdown. Only while nobody appends to the log.
     func foldAll() throws
     /// Rows in the log, both generations.
     func logRows() throws -> Int
-    /// Removes every profile from the table and every row from the log, in one transaction.
+    /// Removes every profile from the table and every row from the log, in one transaction,
+    /// and forgets a prepared generation.
     func deleteEverything() throws
+}
+
+/// What one `foldNextRange` merged: rows of the prepared generation, by their place in id
+/// order, and their ids, read in the range's transaction so that whoever unpins them after
+/// the commit has nothing left that can fail.
+///
+/// A value; any thread may use it.
+public struct FoldedRange: Sendable {
+    public let rows: ClosedRange<Int64>
+    /// Every id, back to back, and where each one ends.
+    private var idBytes: [UInt8] = []
+    private var idEnds: [Int] = []
+
+    init(rows: ClosedRange<Int64>) {
+        self.rows = rows
+        idEnds.reserveCapacity(rows.count)
+    }
+
+    mutating func append(userId: UnsafeRawBufferPointer) {
+        idBytes.append(contentsOf: userId)
+        idEnds.append(idBytes.count)
+    }
+
+    /// Calls `body` with the id of each profile merged (written or removed), in id order;
+    /// each view is valid during its call only.
+    public func forEachUserId(_ body: (UnsafeRawBufferPointer) -> Void) {
+        idBytes.withUnsafeBytes { bytes in
+            var start = 0
+            for end in idEnds {
+                body(UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+                start = end
+            }
+        }
+    }
 }
 
 /// Copies the write log's own write-ahead log back into the log file, over a connection of
@@ -251,18 +297,33 @@ final class SQLiteWriteLogWriter: WriteLogWriter {
 
 final class SQLiteWriteLogFolder: WriteLogFolder {
     private let connection: Connection
-    private let foldStatements: [[Statement]]
+    /// Per generation: fills `temp.fold_rows` with its newest row of each id, in id order.
+    private let sortStatements: [Statement]
+    private let clearSortedStatement: Statement
+    private let sortedRowsStatement: Statement
+    /// Upserts, then removals, of the sorted rows ?1 through ?2.
+    private let rangeStatements: [Statement]
+    private let rangeIdsStatement: Statement
     private let foldAllStatements: [Statement]
     private let deleteEverythingStatements: [Statement]
     private let beginStatement: Statement
     private let commitStatement: Statement
     private let rollbackStatement: Statement
     private let countStatement: Statement
+    /// The generation in `temp.fold_rows`, the next of its rows to merge and its last row.
+    private var prepared: (generation: Int, next: Int64, last: Int64)?
 
-    /// - Parameter cacheKibibytes: the page cache of its connection to the database. The
-    ///   sorter behind each fold spills to temporary files beyond it, so memory stays flat
-    ///   however long the log grew.
-    init(file: StoreFile, cacheKibibytes: Int) throws(StoreError) {
+    /// Sorted rows merged per transaction (see `ProfileStore.defaultRowsPerFoldRange`).
+    private let rowsPerRange: Int64
+
+    /// - Parameters:
+    ///   - cacheKibibytes: the page cache of its connection to the database. The sorter behind
+    ///     each fold spills to temporary files beyond it, so memory stays flat however long
+    ///     the log grew.
+    ///   - rowsPerRange: ids merged per transaction.
+    init(file: StoreFile, cacheKibibytes: Int, rowsPerRange: Int) throws(StoreError) {
+        precondition(rowsPerRange > 0, "a fold range holds at least one row")
+        self.rowsPerRange = Int64(rowsPerRange)
         let connection = try Connection(file: file)
         self.connection = connection
         // It writes the table in large transactions, as the offline writer does.
@@ -274,18 +335,39 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
         attach.reset()
         // The log is read once per fold, front to back.
         try connection.execute("PRAGMA log.cache_size = -512")
+        // A generation's rows sorted by id, numbered in that order by their rowids, which then
+        // cut it into ranges. In the connection's temporary database: a file (temp_store =
+        // FILE) that nobody else sees and that no crash needs, since the log still has it all.
+        try connection.execute("""
+            PRAGMA temp.cache_size = -512;
+            CREATE TEMP TABLE fold_rows (user_id TEXT NOT NULL, name TEXT, portrait_uri TEXT, seq INTEGER NOT NULL);
+            """)
         // Deferred: BEGIN IMMEDIATE would take the write lock of the attached log as well and
         // hold up the writer's commits for the whole fold. The table's lock comes with the
         // first write; only this connection writes the table, so it cannot be lost meanwhile.
         beginStatement = try Statement(connection, "BEGIN")
         commitStatement = try Statement(connection, "COMMIT")
         rollbackStatement = try Statement(connection, "ROLLBACK")
-        foldStatements = try WriteLogFile.tables.map { table throws(StoreError) in
-            try Self.merge(from: "log.\(table)", connection)
+        // With exactly one max() in a query, SQLite takes its other columns from the row that
+        // has the max: the newest row of each id. One sort, which spills to temporary files
+        // beyond the page cache: a generation of any size merges in flat memory (a
+        // `seq IN (SELECT max(seq) ...)` form kept every id's sequence in an in-memory index
+        // and took half as long again). Into an empty table, in order: rowids 1, 2, 3...
+        sortStatements = try WriteLogFile.tables.map { table throws(StoreError) in
+            try Statement(connection, """
+                INSERT INTO temp.fold_rows (user_id, name, portrait_uri, seq)
+                SELECT user_id, name, portrait_uri, max(seq) FROM log.\(table) GROUP BY user_id ORDER BY user_id
+                """)
         }
-        let both = "(" + WriteLogFile.tables.map { "SELECT user_id, name, portrait_uri, seq FROM log.\($0)" }
-            .joined(separator: " UNION ALL ") + ")"
-        foldAllStatements = try Self.merge(from: both, connection)
+        clearSortedStatement = try Statement(connection, "DELETE FROM temp.fold_rows")
+        sortedRowsStatement = try Statement(connection, "SELECT ifnull(max(rowid), 0) FROM temp.fold_rows")
+        rangeStatements = try Self.merge(from: "SELECT * FROM temp.fold_rows WHERE rowid BETWEEN ?1 AND ?2", connection)
+        rangeIdsStatement = try Statement(connection, "SELECT user_id FROM temp.fold_rows WHERE rowid BETWEEN ?1 AND ?2")
+        let both = WriteLogFile.tables.map { "SELECT user_id, name, portrait_uri, seq FROM log.\($0)" }
+            .joined(separator: " UNION ALL ")
+        foldAllStatements = try Self.merge(from: """
+                SELECT user_id, name, portrait_uri, max(seq) AS seq FROM (\(both)) GROUP BY user_id ORDER BY user_id
+                """, connection)
             + WriteLogFile.tables.map { table throws(StoreError) in try Statement(connection, "DELETE FROM log.\(table)") }
         deleteEverythingStatements = try (["main.profiles"] + WriteLogFile.tables.map { "log.\($0)" }).map {
             table throws(StoreError) in try Statement(connection, "DELETE FROM \(table)")
@@ -294,40 +376,63 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
             "SELECT " + WriteLogFile.tables.map { "(SELECT count(*) FROM log.\($0))" }.joined(separator: " + "))
     }
 
-    /// The two statements that apply the newest row of each id in `source` (a table or a
-    /// subquery with the log's columns): upserts in id order (so neighbouring rows share
-    /// pages), then removals.
-    ///
-    /// With exactly one max() in a query, SQLite takes its other columns, in the result and in
-    /// HAVING, from the row that has the max: the newest row of each id. One sort, which
-    /// spills to temporary files beyond the page cache: a generation of any size merges in
-    /// flat memory (a `seq IN (SELECT max(seq) ...)` form kept every id's sequence in an
-    /// in-memory index and took half as long again).
-    private static func merge(from source: String, _ connection: Connection) throws(StoreError) -> [Statement] {
+    /// The two statements that apply `newest` (a query of the log's columns with one row per
+    /// id, in id order): its upserts, in that order so that neighbouring rows share pages,
+    /// then its removals (a NULL name).
+    private static func merge(from newest: String, _ connection: Connection) throws(StoreError) -> [Statement] {
         [
             try Statement(connection, """
                 INSERT INTO main.profiles (user_id, name, portrait_uri, seq)
-                SELECT user_id, name, portrait_uri, max(seq) FROM \(source)
-                GROUP BY user_id HAVING name IS NOT NULL ORDER BY user_id
+                SELECT user_id, name, portrait_uri, seq FROM (\(newest)) WHERE name IS NOT NULL
                 ON CONFLICT (user_id) DO UPDATE
                 SET name = excluded.name, portrait_uri = excluded.portrait_uri, seq = excluded.seq
                 """),
             try Statement(connection, """
-                DELETE FROM main.profiles WHERE user_id IN (
-                    SELECT user_id FROM (
-                        SELECT user_id, name IS NULL AS removed, max(seq) FROM \(source) GROUP BY user_id
-                    ) WHERE removed)
+                DELETE FROM main.profiles WHERE user_id IN (SELECT user_id FROM (\(newest)) WHERE name IS NULL)
                 """),
         ]
     }
 
-    /// What `fold` asks while a merge runs (see `WriteLogFolder.fold`).
+    /// What a fold step asks while it runs (see `WriteLogFolder.prepareFold`).
     private var abandon: (() -> Bool)?
 
-    func fold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws(StoreError) {
+    func prepareFold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws(StoreError) -> Int {
+        if let prepared, prepared.generation == generation {
+            return ranges(from: prepared.next, through: prepared.last)
+        }
+        prepared = nil
         self.abandon = abandon
         defer { self.abandon = nil }
-        try run(foldStatements[generation], abandonable: true)
+        try run([clearSortedStatement, sortStatements[generation]], abandonable: true)
+        let last = try sortedRowsStatement.firstInteger()
+        // Nothing is kept prepared once every range is merged: the writer empties the
+        // generation, and its next rows must be sorted afresh.
+        if last > 0 { prepared = (generation, 1, last) }
+        return ranges(from: 1, through: last)
+    }
+
+    /// How many ranges the sorted rows `first` through `last` make.
+    private func ranges(from first: Int64, through last: Int64) -> Int {
+        Int((max(last - first + 1, 0) + rowsPerRange - 1) / rowsPerRange)
+    }
+
+    func foldNextRange(abandonIf abandon: @escaping () -> Bool) throws(StoreError) -> FoldedRange {
+        guard let prepared, prepared.next <= prepared.last else {
+            preconditionFailure("foldNextRange without a range left to merge")
+        }
+        var range = FoldedRange(rows: prepared.next...min(prepared.next + rowsPerRange - 1, prepared.last))
+        self.abandon = abandon
+        defer { self.abandon = nil }
+        try run(rangeStatements, rows: range.rows, abandonable: true) { () throws(StoreError) in
+            let statement = rangeIdsStatement
+            defer { statement.reset() }
+            try statement.bind(1, range.rows.lowerBound)
+            try statement.bind(2, range.rows.upperBound)
+            while try statement.step() { range.append(userId: statement.text(0)) }
+        }
+        self.prepared = range.rows.upperBound < prepared.last
+            ? (prepared.generation, range.rows.upperBound + 1, prepared.last) : nil
+        return range
     }
 
     /// SQLite virtual-machine steps between two questions to `abandon`: an atomic load each
@@ -345,18 +450,25 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
     }
 
     func deleteEverything() throws(StoreError) {
-        try run(deleteEverythingStatements)
+        prepared = nil
+        try run(deleteEverythingStatements + [clearSortedStatement])
     }
 
     func logRows() throws(StoreError) -> Int {
-        defer { countStatement.reset() }
-        _ = try countStatement.step()
-        return Int(countStatement.int64(0))
+        Int(try countStatement.firstInteger())
     }
 
-    /// Runs `statements` in one transaction; when `abandonable`, `abandon` is asked between
-    /// their steps (never during COMMIT or ROLLBACK, which must run to the end).
-    private func run(_ statements: [Statement], abandonable: Bool = false) throws(StoreError) {
+    /// Runs `statements` in one transaction, with `rows` bound as ?1 and ?2 when given, then
+    /// `beforeCommit`; when `abandonable`, `abandon` is asked between their steps (never
+    /// during COMMIT or ROLLBACK, which must run to the end).
+    private func run(_ statements: [Statement], rows: ClosedRange<Int64>? = nil, abandonable: Bool = false,
+                     beforeCommit: () throws(StoreError) -> Void = {}) throws(StoreError) {
+        // Asked once up front too: a short step may finish within fewer SQLite steps than
+        // the progress handler waits between two questions.
+        if abandonable && shouldAbandon {
+            throw StoreError(kind: .interrupted, resultCode: SQLITE_INTERRUPT, message: "interrupted",
+                             path: connection.file.path)
+        }
         try beginStatement.run()
         do {
             if abandonable {
@@ -366,8 +478,13 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
             defer { if abandonable { sqlite3_progress_handler(connection.handle, 0, nil, nil) } }
             for statement in statements {
                 try statement.checkFault()
+                if let rows {
+                    try statement.bind(1, rows.lowerBound)
+                    try statement.bind(2, rows.upperBound)
+                }
                 try statement.run()
             }
+            try beforeCommit()
         } catch {
             rollbackStatement.rollBackIfOpen()
             throw error

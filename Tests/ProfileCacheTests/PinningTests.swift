@@ -2,7 +2,7 @@ import Testing
 @testable import ProfileCache
 
 /// Entries pinned for writes the store has only in its write log: they must survive any
-/// eviction pressure until their generation is unpinned.
+/// eviction pressure until the store has merged their write and unpins them.
 @Suite struct PinningTests {
     static let ids = (0..<400).map { "user\(1000 + $0)" }
 
@@ -19,8 +19,15 @@ import Testing
         #expect(cache.seen("gone") == .absent)
         #expect(cache.integrityViolations() == [])
 
-        cache.unpin(generation: 0)
+        // Each unpin says what it let go of, in the bytes the writer counted when pinning.
+        #expect(cache.unpin("pinned-0", generation: 0) == .profile(replyCount: replyLine("pinned-0").utf8.count))
+        #expect(cache.unpin("gone", generation: 0) == .absence)
+        // Pinned in the other generation, or not pinned (any more), or not cached: nothing.
+        #expect(cache.unpin("pinned-1", generation: 0) == nil)
+        #expect(cache.unpin("pinned-0", generation: 0) == nil)
+        #expect(cache.unpin("never-stored", generation: 0) == nil)
         #expect(cache.statistics.pinnedItems == 1)
+        #expect(cache.integrityViolations() == [])
         for id in Self.ids { cache.store(id, replyLine(id)) }
         #expect(cache.seen("pinned-0") == .miss)
         #expect(cache.seen("gone") == .miss)
@@ -44,7 +51,8 @@ import Testing
         #expect(cache.integrityViolations() == [])
 
         // Unpinned, the next admission evicts the shard back under its budget.
-        cache.unpin(generation: 1)
+        for id in pinned { #expect(cache.unpin(id, generation: 1) != nil) }
+        #expect(cache.statistics.pinnedItems == 0)
         cache.store("after", replyLine("after"))
         #expect(cache.statistics.bytes <= cache.limitBytes)
         #expect(cache.seen("after") == .hit(replyLine("after")))
@@ -57,7 +65,7 @@ import Testing
         cache.store("42", replyLine("42", name: "New"), pinnedIn: 1)
         #expect(cache.statistics.pinnedItems == 1)
         // Folding generation 0 must not release the newer write of generation 1.
-        cache.unpin(generation: 0)
+        #expect(cache.unpin("42", generation: 0) == nil)
         for id in Self.ids { cache.store(id, replyLine(id)) }
         #expect(cache.seen("42") == .hit(replyLine("42", name: "New")))
         #expect(cache.integrityViolations() == [])

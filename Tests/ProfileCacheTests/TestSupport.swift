@@ -54,6 +54,10 @@ extension ProfileCache {
         }
     }
 
+    func unpin(_ id: String, generation: Int) -> UnpinnedEntry? {
+        Array(id.utf8).withUnsafeBytes { unpin($0, generation: generation) }
+    }
+
     func fill(_ id: String, _ reply: String?, _ ticket: FillTicket) {
         fill(Array(id.utf8), reply.map { Array($0.utf8) }, ticket)
     }

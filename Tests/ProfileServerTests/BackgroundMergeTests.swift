@@ -7,24 +7,39 @@ import Testing
 /// SCHED_IDLE; Glibc declares it only with _GNU_SOURCE.
 private let schedIdle: Int32 = 5
 
-/// Stands between the server and its folder: records on which thread, and under which
-/// scheduling policy, each merge runs. The first merge holds until the server abandons it;
-/// later ones go through.
-private final class WatchedFolder: WriteLogFolder, @unchecked Sendable {
+/// Passes every call on to the real folder; subclasses stand in for some of them.
+private class ForwardingFolder: WriteLogFolder, @unchecked Sendable {
+    let inner: any WriteLogFolder
+
+    required init(_ inner: any WriteLogFolder) { self.inner = inner }
+
+    func prepareFold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws -> Int {
+        try inner.prepareFold(generation: generation, abandonIf: abandon)
+    }
+
+    func foldNextRange(abandonIf abandon: @escaping () -> Bool) throws -> FoldedRange {
+        try inner.foldNextRange(abandonIf: abandon)
+    }
+
+    func foldAll() throws { try inner.foldAll() }
+    func logRows() throws -> Int { try inner.logRows() }
+    func deleteEverything() throws { try inner.deleteEverything() }
+}
+
+/// Records on which thread, and under which scheduling policy, each merge's first step (the
+/// sort) runs. The first merge holds until the server abandons it; later ones go through.
+private final class WatchedFolder: ForwardingFolder, @unchecked Sendable {
     struct Merge: Equatable {
         var thread: String
         var idle: Bool
         var abandoned: Bool
     }
 
-    let inner: any WriteLogFolder
     let merges = Locked<[Merge]>([])
     /// Set once the first merge is being held.
     let holding = Locked(false)
 
-    init(_ inner: any WriteLogFolder) { self.inner = inner }
-
-    func fold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws {
+    override func prepareFold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws -> Int {
         let thread = String(readText("/proc/thread-self/comm").prefix { $0 != "\n" })
         let idle = sched_getscheduler(0) == schedIdle
         let first = merges.withLock { $0.isEmpty }
@@ -37,41 +52,56 @@ private final class WatchedFolder: WriteLogFolder, @unchecked Sendable {
                 throw StoreError(kind: .interrupted, resultCode: 9, message: "abandoned", path: "test")
             }
         }
-        try inner.fold(generation: generation, abandonIf: abandon)
+        let ranges = try inner.prepareFold(generation: generation, abandonIf: abandon)
         merges.withLock { $0.append(Merge(thread: thread, idle: idle, abandoned: false)) }
+        return ranges
     }
-
-    func foldAll() throws { try inner.foldAll() }
-    func logRows() throws -> Int { try inner.logRows() }
-    func deleteEverything() throws { try inner.deleteEverything() }
 }
 
 /// Fails every merge while `failing` is set, as a full disk would.
-private final class FailingFolder: WriteLogFolder, @unchecked Sendable {
-    let inner: any WriteLogFolder
+private final class FailingFolder: ForwardingFolder, @unchecked Sendable {
     let failing = Locked(true)
     let attempts = Locked(0)
 
-    init(_ inner: any WriteLogFolder) { self.inner = inner }
-
-    func fold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws {
+    override func prepareFold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws -> Int {
         attempts.withLock { $0 += 1 }
         if failing.withLock({ $0 }) {
             throw StoreError(kind: .full, resultCode: 13, message: "database or disk is full", path: "test")
         }
-        try inner.fold(generation: generation, abandonIf: abandon)
+        return try inner.prepareFold(generation: generation, abandonIf: abandon)
+    }
+}
+
+/// Holds each range of a merge until the test lets it through.
+private final class GatedFolder: ForwardingFolder, @unchecked Sendable {
+    /// Ranges let through so far, and the range (counted from 1) waiting at the gate.
+    let allowed = Locked(0)
+    let waiting = Locked<Int?>(nil)
+    private let started = Locked(0)
+
+    override func foldNextRange(abandonIf abandon: @escaping () -> Bool) throws -> FoldedRange {
+        let number = started.withLock { $0 += 1; return $0 }
+        // Held for at most 20 s, so that a failing test still ends.
+        for _ in 0..<20_000 where allowed.withLock({ $0 }) < number {
+            waiting.withLock { $0 = number }
+            usleep(1000)
+        }
+        waiting.withLock { $0 = nil }
+        return try inner.foldNextRange(abandonIf: abandon)
     }
 
-    func foldAll() throws { try inner.foldAll() }
-    func logRows() throws -> Int { try inner.logRows() }
-    func deleteEverything() throws { try inner.deleteEverything() }
+    /// Waits (at most 20 s) until range `number` waits at the gate.
+    func waitUntilRangeWaits(_ number: Int) {
+        for _ in 0..<20_000 where waiting.withLock({ $0 }) != number { usleep(1000) }
+    }
 }
 
 /// An in-process server whose folder is `wrap`'s wrapper around the real one; and the wrapper.
-private func serverWithFolder<Folder: WriteLogFolder>(at path: String, folder wrap: (any WriteLogFolder) -> Folder)
+private func serverWithFolder<Folder: WriteLogFolder>(at path: String, rowsPerFoldRange: Int = 16_384,
+                                                       folder wrap: (any WriteLogFolder) -> Folder)
     throws -> (InProcessServer, Folder) {
     nonisolated(unsafe) var made: Folder?
-    let server = try InProcessServer(path: path) { folder in
+    let server = try InProcessServer(path: path, rowsPerFoldRange: rowsPerFoldRange) { folder in
         let wrapper = wrap(folder)
         made = wrapper
         return wrapper
@@ -99,6 +129,31 @@ private func serverWithFolder<Folder: WriteLogFolder>(at path: String, folder wr
             .init(thread: "merge", idle: true, abandoned: true),
             .init(thread: "merge", idle: false, abandoned: false),
         ])
+        server.stop()
+    }
+
+    /// A generation is merged one range of ids at a time, and each range's cache entries are
+    /// unpinned as soon as it is committed, not when the whole generation is: a writer held
+    /// back by the pin limit waits for one range.
+    @Test func eachMergedRangeUnpinsItsEntriesAtOnce() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let (server, folder) = try serverWithFolder(at: directory + "/p.db", rowsPerFoldRange: 100,
+                                                    folder: GatedFolder.init)
+        let c = try server.connect()
+        // One MSET: one transaction, so all in the first generation, merged in 10 ranges.
+        let profiles = (0..<1000).map { Profile(userId: "user\(1000 + $0)", name: "n\($0)", portraitUri: "u") }
+        #expect(try c.mset(profiles) == 1000)
+        folder.waitUntilRangeWaits(1)
+        #expect(server.cache.statistics.pinnedItems == 1000)
+        folder.allowed.withLock { $0 = 1 }
+        folder.waitUntilRangeWaits(2)
+        #expect(server.cache.statistics.pinnedItems == 900)
+        // The merged range reads from the table again once the cache lets its entries go.
+        #expect(try c.get(Array("user1000".utf8))?.name == Array("n0".utf8))
+        folder.allowed.withLock { $0 = .max }
+        #expect(try c.count() == 1000)
+        #expect(server.cache.statistics.pinnedItems == 0)
         server.stop()
     }
 

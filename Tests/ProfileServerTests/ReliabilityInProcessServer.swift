@@ -14,6 +14,7 @@ import ProfileStore
 final class InProcessServer {
     let store: SQLiteProfileStore
     let statistics: ServerStatistics
+    let cache: ProfileCache
     private let context: ServerContext
     private let workers: [Worker]
     private let listener: Int32
@@ -23,9 +24,11 @@ final class InProcessServer {
 
     /// - Parameters:
     ///   - workers: event loops, each with its own thread; `loopPolicy` moves connections between them.
+    ///   - rowsPerFoldRange: ids the folder merges per transaction.
     ///   - wrapFolder: lets a test stand between the server and its folder.
     init(path: String, busyTimeoutMilliseconds: Int32 = 200, pinLimitBytes: Int = 8 << 20,
          workers workerCount: Int = 1, loopPolicy: LoopPolicy = .standard,
+         rowsPerFoldRange: Int = SQLiteProfileStore.defaultRowsPerFoldRange,
          wrapFolder: (any WriteLogFolder) -> any WriteLogFolder = { $0 }) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
         Log.level = .error
@@ -33,8 +36,9 @@ final class InProcessServer {
         nonisolated(unsafe) let storeWriter = try store.makeWriter()
         nonisolated(unsafe) let logWriter = try store.makeWriteLogWriter()
         nonisolated(unsafe) let writerReader = try store.makeReader()
-        nonisolated(unsafe) let logFolder = wrapFolder(try store.makeWriteLogFolder())
+        nonisolated(unsafe) let logFolder = wrapFolder(try store.makeWriteLogFolder(rowsPerRange: rowsPerFoldRange))
         let cache = ProfileCache(limitBytes: 8 << 20)
+        self.cache = cache
         statistics = ServerStatistics()
         let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: pinLimitBytes,
                                       lastSequence: logWriter.lastSequence)

@@ -19,6 +19,30 @@ extension WriteLogWriter {
     }
 }
 
+extension WriteLogFolder {
+    /// Merges a whole generation, range by range, as the server does.
+    func fold(generation: Int, abandonIf abandon: @escaping () -> Bool) throws {
+        for _ in 0..<(try prepareFold(generation: generation, abandonIf: abandon)) {
+            _ = try foldNextRange(abandonIf: abandon)
+        }
+    }
+}
+
+extension FoldedRange {
+    /// Its ids, in the order it lists them.
+    var userIds: [String] {
+        var ids: [String] = []
+        forEachUserId { ids.append(String(decoding: $0, as: UTF8.self)) }
+        return ids
+    }
+}
+
+/// "id" and `i` in five digits, so that ids sort as their numbers do.
+private func paddedId(_ i: Int) -> String {
+    let digits = String(i)
+    return "id" + String(repeating: "0", count: 5 - digits.count) + digits
+}
+
 /// The write log: what a fold takes from it, and what opening a store does with what a crash
 /// left in it.
 @Suite struct WriteLogTests {
@@ -53,7 +77,8 @@ extension WriteLogWriter {
     }
 
     /// The server abandons a background merge when someone starts waiting for it, and
-    /// merges again at normal priority: the abandoned one must have changed nothing.
+    /// merges again at normal priority: the abandoned one must have changed nothing. One
+    /// range here, so that the abandon falls in its sort or in its only transaction.
     @Test(arguments: [0, 1, 3, 20])
     func anAbandonedFoldChangesNothingAndTheNextOneMerges(checksBeforeAbandoning: Int) throws {
         let directory = TemporaryDirectory()
@@ -65,7 +90,7 @@ extension WriteLogWriter {
             for i in 0..<20_000 { try log.append(0, Profile("id\(i)", "name \(i)", "uri")) }
             try log.appendRemoval(0, "kept")
         }
-        let folder = try store.makeWriteLogFolder()
+        let folder = try store.makeWriteLogFolder(rowsPerRange: 1 << 20)
         var checks = 0
         #expect(throws: StoreError.self) {
             do {
@@ -87,6 +112,73 @@ extension WriteLogWriter {
         #expect(try reader.count() == 20_000)
         #expect(try reader.get("kept") == nil)
         #expect(try reader.get("id19999") == Profile("id19999", "name 19999", "uri"))
+    }
+
+    /// A generation is merged one range of ids per transaction: each range is in the table
+    /// once its call returns, an abandoned range changes nothing, and preparing the same
+    /// generation again resumes where the merge stopped.
+    @Test func aFoldMergesRangeByRangeAndResumesWhereItStopped() throws {
+        let directory = TemporaryDirectory()
+        let store = try openStore(directory.file("p.db"))
+        try store.makeWriter().upsert(Profile("kept", "table", "t"))
+        let log = try store.makeWriteLogWriter()
+        try log.transaction {
+            for i in 0..<12 { try log.append(0, Profile(paddedId(i), "old \(i)", "uri")) }
+            for i in 0..<12 { try log.append(0, Profile(paddedId(i), "name \(i)", "uri")) }
+            // Sorted after every "id...": in the last range.
+            try log.appendRemoval(0, "kept")
+            try log.append(1, Profile("later", "other generation", "uri"))
+        }
+        let folder = try store.makeWriteLogFolder(rowsPerRange: 5)
+        let reader = try store.makeReader()
+        #expect(try folder.prepareFold(generation: 0) { false } == 3)
+
+        let first = try folder.foldNextRange { false }
+        #expect(first.rows == 1...5)
+        #expect(first.userIds == (0..<5).map(paddedId))
+        #expect(try reader.count() == 6)
+        #expect(try reader.get(paddedId(4)) == Profile(paddedId(4), "name 4", "uri"))
+        #expect(try reader.get(paddedId(5)) == nil)
+
+        #expect { _ = try folder.foldNextRange { true } } throws: { ($0 as? StoreError)?.kind == .interrupted }
+        #expect(try reader.count() == 6)
+        // Prepared already: the merge goes on from the range that was abandoned.
+        #expect(try folder.prepareFold(generation: 0) { false } == 2)
+        let second = try folder.foldNextRange { false }
+        #expect(second.rows == 6...10)
+        #expect(try reader.count() == 11)
+        let third = try folder.foldNextRange { false }
+        #expect(third.rows == 11...13)
+        #expect(third.userIds == [paddedId(10), paddedId(11), "kept"])
+        #expect(try reader.count() == 12)
+        #expect(try reader.get("kept") == nil)
+        #expect(try reader.get("later") == nil)
+        #expect(try reader.get(paddedId(11)) == Profile(paddedId(11), "name 11", "uri"))
+        #expect(second.userIds == (5..<10).map(paddedId))
+
+        // Done: the next prepare of the generation sorts what it holds then, afresh.
+        try log.truncate(generation: 0)
+        try log.transaction { try log.append(0, Profile("new", "row", "uri")) }
+        #expect(try folder.prepareFold(generation: 0) { false } == 1)
+        #expect(try folder.foldNextRange { false }.userIds == ["new"])
+        #expect(try reader.get("new") == Profile("new", "row", "uri"))
+    }
+
+    /// FLUSHALL between two ranges of a merge: what was sorted for the merge goes with the
+    /// rest, and no later step writes it back into the emptied table.
+    @Test func deleteEverythingForgetsAPreparedMerge() throws {
+        let directory = TemporaryDirectory()
+        let store = try openStore(directory.file("p.db"))
+        let log = try store.makeWriteLogWriter()
+        try log.transaction {
+            for i in 0..<10 { try log.append(0, Profile(paddedId(i), "name", "uri")) }
+        }
+        let folder = try store.makeWriteLogFolder(rowsPerRange: 4)
+        #expect(try folder.prepareFold(generation: 0) { false } == 3)
+        _ = try folder.foldNextRange { false }
+        try folder.deleteEverything()
+        #expect(try folder.prepareFold(generation: 0) { false } == 0)
+        #expect(try store.makeReader().count() == 0)
     }
 
     @Test func foldAllTakesTheNewestAcrossBothGenerationsAndEmptiesTheLog() throws {
