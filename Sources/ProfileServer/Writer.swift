@@ -10,8 +10,8 @@ import Synchronization
 /// Writes are committed to the store's write log (appends, cheap whatever ids they touch)
 /// and their values pinned in the cache, which then holds every write the table does not
 /// have yet; a folder thread merges each generation of the log into the table in sorted
-/// ranges of ids, unpinning each range as it commits, and the writer empties it. Reads of the cache are therefore always
-/// current, and a miss may read the table.
+/// ranges of ids, unpinning each range as it commits, and the writer empties it. Reads of the
+/// cache are therefore always current, and a miss may read the table.
 ///
 /// Workers call `submit` from their threads; `run` belongs to the writer thread and
 /// `runFolder` to the folder thread. Writes that arrive while a commit is running wait

@@ -338,8 +338,9 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
         // A generation's newest rows sorted by id, numbered in that order by their rowids,
         // which then cut it into ranges. Whole rows: sorting only ids and the log rows'
         // numbers, and fetching each range's rows from the log by number, made the sort about
-        // a third shorter but each range about half as long again, and the merge slower. In the connection's temporary database: a file (temp_store =
-        // FILE) that nobody else sees and that no crash needs, since the log still has it all.
+        // a third shorter but each range about half as long again, and the merge slower. In
+        // the connection's temporary database: a file (temp_store = FILE) that nobody else
+        // sees and that no crash needs, since the log still has it all.
         try connection.execute("""
             PRAGMA temp.cache_size = -512;
             CREATE TEMP TABLE fold_rows (user_id TEXT NOT NULL, name TEXT, portrait_uri TEXT, seq INTEGER NOT NULL);

@@ -190,12 +190,16 @@ private func paddedId(_ i: Int) -> String {
             try log.append(1, Profile("x", "new", "1"))
             try log.append(1, Profile("y", "kept", "1"))
             try log.appendRemoval(0, "y")
+            // Removed, then written again: only the newest row of an id decides.
+            try log.appendRemoval(1, "z")
+            try log.append(0, Profile("z", "back", "0"))
         }
         let folder = try store.makeWriteLogFolder()
         try folder.foldAll()
         let reader = try store.makeReader()
         #expect(try reader.get("x") == Profile("x", "new", "1"))
         #expect(try reader.get("y") == nil)
+        #expect(try reader.get("z") == Profile("z", "back", "0"))
         #expect(try folder.logRows() == 0)
     }
 
