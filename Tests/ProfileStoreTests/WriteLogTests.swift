@@ -225,6 +225,37 @@ private func paddedId(_ i: Int) -> String {
         #expect(try store.makeWriteLogWriter().lastSequence == lastSequence)
     }
 
+    /// A crash between two ranges of a merge: the table has some of the generation, the log
+    /// all of it. Opening the store merges the log again over the ranges already merged.
+    @Test func openingAStoreMergesAGenerationACrashLeftHalfMerged() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("p.db")
+        do {
+            let store = try openStore(path)
+            try store.makeWriter().upsert(Profile(paddedId(3), "table", "t"))
+            let log = try store.makeWriteLogWriter()
+            try log.transaction {
+                for i in 0..<10 { try log.append(0, Profile(paddedId(i), "name \(i)", "uri")) }
+                try log.appendRemoval(0, paddedId(3))
+                // Written after the generations switched: newer than anything in generation 0.
+                try log.append(1, Profile(paddedId(1), "newer", "uri"))
+            }
+            let folder = try store.makeWriteLogFolder(rowsPerRange: 4)
+            #expect(try folder.prepareFold(generation: 0) { false } == 3)
+            #expect(try folder.foldNextRange { false }.userIds == (0..<4).map(paddedId))
+            #expect(try store.makeReader().count() == 3)
+            // Gone between two ranges, as after SIGKILL.
+        }
+        let store = try openStore(path)
+        let reader = try store.makeReader()
+        #expect(try reader.count() == 9)
+        #expect(try reader.get(paddedId(1)) == Profile(paddedId(1), "newer", "uri"))
+        #expect(try reader.get(paddedId(3)) == nil)
+        #expect(try reader.get(paddedId(9)) == Profile(paddedId(9), "name 9", "uri"))
+        #expect(try reader.recent(3) == [paddedId(1), paddedId(9), paddedId(8)])
+        #expect(try store.makeWriteLogFolder().logRows() == 0)
+    }
+
     /// Logs made before seq became a plain column (it was the rowid) are read, merged and
     /// appended to by the same statements: they name their columns.
     @Test func aLogInTheEarlierLayoutIsMergedAtOpenAndStillTakesAppends() throws {
