@@ -23,6 +23,10 @@ let prometheusNames: [(stat: String, metric: String, type: String, help: String)
     ("errors", "profiled_errors_total", "counter", "ERROR replies sent."),
     ("threads", "profiled_threads", "gauge", "Worker threads."),
     ("loop_moves", "profiled_connection_moves_total", "counter", "Connections handed from one event loop to another."),
+    ("cache_pinned_items", "profiled_cache_pinned_items", "gauge",
+     "LRU entries holding writes the profile table does not have yet; never evicted."),
+    ("unmerged_writes", "profiled_unmerged_writes", "gauge",
+     "Writes committed to the write log whose merge into the profile table has not finished."),
 ]
 
 /// /metrics and /healthz over HTTP, with libevent's evhttp on the acceptor's event loop.

@@ -70,6 +70,8 @@ extension ServerContext {
             ("errors", errors + statistics.refusedErrors.load(ordering: .relaxed)),
             ("threads", workerStatistics.count),
             ("loop_moves", loops.moves.load(ordering: .relaxed)),
+            ("cache_pinned_items", cache.pinnedItems),
+            ("unmerged_writes", writer.unmergedWrites),
         ])
     }
 }

@@ -117,6 +117,12 @@ final class WriteCoordinator: @unchecked Sendable {
         committedSequence.load(ordering: .acquiring) != foldedSequence.load(ordering: .acquiring)
     }
 
+    /// Writes committed to the log whose generation's merge has not finished (each write
+    /// takes one sequence number); any thread.
+    var unmergedWrites: Int {
+        max(committedSequence.load(ordering: .relaxed) - foldedSequence.load(ordering: .relaxed), 0)
+    }
+
     // MARK: The writer thread
 
     /// The writer thread's loop: returns after `stop` once every queued job is answered.

@@ -14,7 +14,6 @@ import ProfileStore
 final class InProcessServer {
     let store: SQLiteProfileStore
     let statistics: ServerStatistics
-    let cache: ProfileCache
     private let context: ServerContext
     private let workers: [Worker]
     private let listener: Int32
@@ -38,7 +37,6 @@ final class InProcessServer {
         nonisolated(unsafe) let writerReader = try store.makeReader()
         nonisolated(unsafe) let logFolder = wrapFolder(try store.makeWriteLogFolder(rowsPerRange: rowsPerFoldRange))
         let cache = ProfileCache(limitBytes: 8 << 20)
-        self.cache = cache
         statistics = ServerStatistics()
         let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: pinLimitBytes,
                                       lastSequence: logWriter.lastSequence)
@@ -55,6 +53,12 @@ final class InProcessServer {
         threads = (workers.map { worker in startThread("worker-\(worker.index)") { worker.run() } },
                    startThread("writer") { writer.run(log: logWriter, reader: writerReader) },
                    startThread("folder") { writer.runFolder(folder: logFolder, writer: storeWriter) })
+    }
+
+    /// A STATS value as the server has it now, without waiting for a merge as STATS does
+    /// (`store_rows` is left out).
+    func statistic(_ name: String) -> Int? {
+        context.snapshot(storeRows: 0).values.first { $0.name.description == name }?.value
     }
 
     /// What the workers published about their loops at their last ticks.

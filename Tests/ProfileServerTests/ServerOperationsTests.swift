@@ -130,7 +130,8 @@ import Testing
                        "errors": "profiled_errors_total", "total_connections": "profiled_connections_accepted_total",
                        "curr_connections": "profiled_connections", "cache_items": "profiled_cache_items",
                        "cache_limit_bytes": "profiled_cache_limit_bytes", "cache_evictions": "profiled_cache_evictions_total",
-                       "loop_moves": "profiled_connection_moves_total"]
+                       "loop_moves": "profiled_connection_moves_total",
+                       "cache_pinned_items": "profiled_cache_pinned_items", "unmerged_writes": "profiled_unmerged_writes"]
         for (stat, metric) in mapping {
             #expect(metrics[metric].map { Double($0) } == stats[stat].map { Double($0) }, "\(stat) vs \(metric)")
         }
