@@ -194,12 +194,21 @@ final class SQLiteProfileWriter: ProfileWriter {
 
     /// Whether adding `rows` rows costs less by rebuilding profiles_by_seq than by updating it.
     private func shouldRebuildSequenceIndex(adding rows: Int) throws(StoreError) -> Bool {
-        guard rows >= Self.rebuildMinimumRows else { return false }
-        // Sequences are distinct and positive, so max(seq) bounds the row count from above and
-        // spares a count when it is small already.
-        let limit = Int64(rows) * Self.rebuildTableRowsPerBatchRow
-        if lastSequence <= limit { return true }
-        return try run(countStatement) { $0.int64(0) } <= limit
+        try Self.rebuildingSequenceIndexPays(forRows: rows, newestSequence: lastSequence) {
+            () throws(StoreError) in try run(countStatement) { $0.int64(0) }
+        }
+    }
+
+    /// Whether writing `rows` rows into the table costs less by dropping profiles_by_seq and
+    /// building it again than by keeping it up to date row by row. Sequences are distinct and
+    /// positive, so `newestSequence` (max(seq)) bounds the table's rows from above and spares
+    /// `count` when it is small already. Also asked by the write log's merges.
+    static func rebuildingSequenceIndexPays(forRows rows: Int, newestSequence: Int64,
+                                            count: () throws(StoreError) -> Int64) throws(StoreError) -> Bool {
+        guard rows >= rebuildMinimumRows else { return false }
+        let limit = Int64(rows) * rebuildTableRowsPerBatchRow
+        if newestSequence <= limit { return true }
+        return try count() <= limit
     }
 
     /// Runs a schema statement of a write transaction; a failure dooms the transaction.

@@ -225,6 +225,72 @@ private func paddedId(_ i: Int) -> String {
         #expect(try store.makeWriteLogWriter().lastSequence == lastSequence)
     }
 
+    /// A generation large against the table (here: into an empty one) is merged without
+    /// profiles_by_seq, dropped with the first range and built again with the last; a smaller
+    /// one keeps it up to date. A crash in between leaves the next open to build it.
+    @Test func aLargeMergeDropsTheSequenceIndexAndBuildsItAgain() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.file("p.db")
+        let rows = SQLiteProfileWriter.rebuildMinimumRows
+        func hasIndex(_ store: SQLiteProfileStore) throws -> Bool {
+            try Connection(file: store.file).integer(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'") == 1
+        }
+        do {
+            let store = try openStore(path)
+            let log = try store.makeWriteLogWriter()
+            try log.transaction {
+                for i in 0..<rows { try log.append(0, Profile(paddedId(i), "name \(i)", "uri")) }
+            }
+            let folder = try store.makeWriteLogFolder(rowsPerRange: rows / 2)
+            #expect(try folder.prepareFold(generation: 0) { false } == 2)
+            _ = try folder.foldNextRange { false }
+            #expect(try !hasIndex(store))
+            _ = try folder.foldNextRange { false }
+            #expect(try hasIndex(store))
+            #expect(try store.makeReader().recent(2) == [paddedId(rows - 1), paddedId(rows - 2)])
+
+            // Below the size from which a rebuild pays: the index stays.
+            try log.truncate(generation: 0)
+            try log.transaction {
+                for i in 0..<10 { try log.append(1, Profile(paddedId(i), "again", "uri")) }
+            }
+            let small = try store.makeWriteLogFolder(rowsPerRange: 5)
+            #expect(try small.prepareFold(generation: 1) { false } == 2)
+            _ = try small.foldNextRange { false }
+            #expect(try hasIndex(store))
+            _ = try small.foldNextRange { false }
+            try log.truncate(generation: 1)
+
+            // Rewritten ids: a merge of as many into a table of as many still pays.
+            try log.transaction {
+                for i in 0..<rows { try log.append(0, Profile(paddedId(i), "third", "uri")) }
+            }
+            #expect(try folder.prepareFold(generation: 0) { false } == 2)
+            _ = try folder.foldNextRange { false }
+            #expect(try !hasIndex(store))
+            // Gone between two ranges, as after SIGKILL.
+        }
+        let store = try openStore(path)
+        #expect(try hasIndex(store))
+        let reader = try store.makeReader()
+        #expect(try reader.count() == Int64(rows))
+        #expect(try reader.get(paddedId(rows - 1)) == Profile(paddedId(rows - 1), "third", "uri"))
+        #expect(try reader.recent(1) == [paddedId(rows - 1)])
+
+        // FLUSHALL in the middle of such a merge builds the index at once (on an empty table).
+        let log = try store.makeWriteLogWriter()
+        try log.transaction {
+            for i in 0..<rows { try log.append(0, Profile(paddedId(i), "fourth", "uri")) }
+        }
+        let folder = try store.makeWriteLogFolder(rowsPerRange: rows / 2)
+        #expect(try folder.prepareFold(generation: 0) { false } == 2)
+        _ = try folder.foldNextRange { false }
+        #expect(try !hasIndex(store))
+        try folder.deleteEverything()
+        #expect(try hasIndex(store))
+    }
+
     /// A crash between two ranges of a merge: the table has some of the generation, the log
     /// all of it. Opening the store merges the log again over the ranges already merged.
     @Test func openingAStoreMergesAGenerationACrashLeftHalfMerged() throws {
