@@ -236,21 +236,27 @@ private func paddedId(_ i: Int) -> String {
             try Connection(file: store.file).integer(
                 "SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'") == 1
         }
-        do {
-            let store = try openStore(path)
+        /// Writes `rows` profiles named `name` to generation 0 and merges the first of its two
+        /// ranges, which drops the index.
+        func mergeFirstRange(_ store: SQLiteProfileStore, name: String) throws -> any WriteLogFolder {
             let log = try store.makeWriteLogWriter()
             try log.transaction {
-                for i in 0..<rows { try log.append(0, Profile(paddedId(i), "name \(i)", "uri")) }
+                for i in 0..<rows { try log.append(0, Profile(paddedId(i), name, "uri")) }
             }
             let folder = try store.makeWriteLogFolder(rowsPerRange: rows / 2)
             #expect(try folder.prepareFold(generation: 0) { false } == 2)
             _ = try folder.foldNextRange { false }
             #expect(try !hasIndex(store))
-            _ = try folder.foldNextRange { false }
+            return folder
+        }
+        do {
+            let store = try openStore(path)
+            _ = try mergeFirstRange(store, name: "first").foldNextRange { false }
             #expect(try hasIndex(store))
             #expect(try store.makeReader().recent(2) == [paddedId(rows - 1), paddedId(rows - 2)])
 
             // Below the size from which a rebuild pays: the index stays.
+            let log = try store.makeWriteLogWriter()
             try log.truncate(generation: 0)
             try log.transaction {
                 for i in 0..<10 { try log.append(1, Profile(paddedId(i), "again", "uri")) }
@@ -263,12 +269,7 @@ private func paddedId(_ i: Int) -> String {
             try log.truncate(generation: 1)
 
             // Rewritten ids: a merge of as many into a table of as many still pays.
-            try log.transaction {
-                for i in 0..<rows { try log.append(0, Profile(paddedId(i), "third", "uri")) }
-            }
-            #expect(try folder.prepareFold(generation: 0) { false } == 2)
-            _ = try folder.foldNextRange { false }
-            #expect(try !hasIndex(store))
+            _ = try mergeFirstRange(store, name: "third")
             // Gone between two ranges, as after SIGKILL.
         }
         let store = try openStore(path)
@@ -279,15 +280,7 @@ private func paddedId(_ i: Int) -> String {
         #expect(try reader.recent(1) == [paddedId(rows - 1)])
 
         // FLUSHALL in the middle of such a merge builds the index at once (on an empty table).
-        let log = try store.makeWriteLogWriter()
-        try log.transaction {
-            for i in 0..<rows { try log.append(0, Profile(paddedId(i), "fourth", "uri")) }
-        }
-        let folder = try store.makeWriteLogFolder(rowsPerRange: rows / 2)
-        #expect(try folder.prepareFold(generation: 0) { false } == 2)
-        _ = try folder.foldNextRange { false }
-        #expect(try !hasIndex(store))
-        try folder.deleteEverything()
+        try mergeFirstRange(store, name: "fourth").deleteEverything()
         #expect(try hasIndex(store))
     }
 
