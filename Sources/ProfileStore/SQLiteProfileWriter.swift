@@ -103,7 +103,7 @@ final class SQLiteProfileWriter: ProfileWriter {
             pending.removeAll()
         }
         do {
-            lastSequence = try run(lastSequenceStatement) { $0.int64(0) }
+            lastSequence = try lastSequenceStatement.firstInteger()
             let result = try body()
             try writePendingUpserts()
             if let failure { throw failure }
@@ -195,7 +195,7 @@ final class SQLiteProfileWriter: ProfileWriter {
     /// Whether adding `rows` rows costs less by rebuilding profiles_by_seq than by updating it.
     private func shouldRebuildSequenceIndex(adding rows: Int) throws(StoreError) -> Bool {
         try Self.rebuildingSequenceIndexPays(forRows: rows, newestSequence: lastSequence) {
-            () throws(StoreError) in try run(countStatement) { $0.int64(0) }
+            () throws(StoreError) in try countStatement.firstInteger()
         }
     }
 
@@ -259,13 +259,13 @@ final class SQLiteProfileWriter: ProfileWriter {
     }
 
     func checkpointWithoutWaiting() throws {
-        _ = try run(passiveCheckpointStatement) { $0.int64(0) }
+        _ = try passiveCheckpointStatement.firstInteger()
     }
 
     func checkpoint() throws {
         try checkpointStatement.checkFault()
         // The row is (busy, log frames, checkpointed frames).
-        let busy = try run(checkpointStatement) { $0.int64(0) }
+        let busy = try checkpointStatement.firstInteger()
         guard busy == 0 else {
             throw StoreError(resultCode: SQLITE_BUSY, message: "the checkpoint could not finish: the database is in use",
                              sql: checkpointStatement.sql, path: connection.file.path)
@@ -294,15 +294,6 @@ final class SQLiteProfileWriter: ProfileWriter {
             if failure == nil { failure = error }
             throw error
         }
-    }
-
-    /// Steps a statement without parameters and reads its first row.
-    private func run<T>(_ statement: Statement, _ read: (Statement) -> T) throws(StoreError) -> T {
-        defer { statement.reset() }
-        guard try statement.step() else {
-            throw StoreError(resultCode: SQLITE_ERROR, message: "no row", sql: statement.sql, path: connection.file.path)
-        }
-        return read(statement)
     }
 }
 
