@@ -98,10 +98,11 @@ private final class GatedFolder: ForwardingFolder, @unchecked Sendable {
 
 /// An in-process server whose folder is `wrap`'s wrapper around the real one; and the wrapper.
 private func serverWithFolder<Folder: WriteLogFolder>(at path: String, rowsPerFoldRange: Int = 16_384,
+                                                       pinLimitBytes: Int = 8 << 20,
                                                        folder wrap: (any WriteLogFolder) -> Folder)
     throws -> (InProcessServer, Folder) {
     nonisolated(unsafe) var made: Folder?
-    let server = try InProcessServer(path: path, rowsPerFoldRange: rowsPerFoldRange) { folder in
+    let server = try InProcessServer(path: path, pinLimitBytes: pinLimitBytes, rowsPerFoldRange: rowsPerFoldRange) { folder in
         let wrapper = wrap(folder)
         made = wrapper
         return wrapper
@@ -158,6 +159,47 @@ private func serverWithFolder<Folder: WriteLogFolder>(at path: String, rowsPerFo
         #expect(try c.count() == 1000)
         #expect(server.statistic("cache_pinned_items") == 0)
         #expect(server.statistic("unmerged_writes") == 0)
+        server.stop()
+    }
+
+    /// A writer held back by the pin limit goes on once one range of the running merge has
+    /// given its pins back, while the rest of the generation is still being merged.
+    @Test func aWriteAtThePinLimitWaitsForOneRangeOnly() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // 1,000 VALUE lines of 20 bytes count 52,000 bytes against the limit, a range of 100
+        // of them 5,200: over the limit after the MSET, under it after one range.
+        let (server, folder) = try serverWithFolder(at: directory + "/p.db", rowsPerFoldRange: 100,
+                                                    pinLimitBytes: 50_000, folder: GatedFolder.init)
+        let c = try server.connect()
+        let waiting = try server.connect()
+        let profiles = (0..<1000).map { Profile(userId: "user\(1000 + $0)", name: "nm", portraitUri: "u") }
+        #expect(try c.mset(profiles) == 1000)
+        nonisolated(unsafe) let writer = waiting
+        let setDone = Locked(false)
+        let doneBeforeAnyRange = Locked(true)
+        let doneWhileSecondRangeHeld = Locked(false)
+        onThreads(2) { thread in
+            if thread == 0 {
+                // Answered only once the writer takes it: after the first range, or never.
+                if (try? writer.set(Profile(userId: "late", name: "n", portraitUri: "u"))) != nil {
+                    setDone.withLock { $0 = true }
+                }
+                return
+            }
+            folder.waitUntilRangeWaits(1)
+            // While nothing is merged the writer is at the limit: the SET waits.
+            usleep(200_000)
+            doneBeforeAnyRange.withLock { $0 = setDone.withLock { $0 } }
+            folder.allowed.withLock { $0 = 1 }
+            folder.waitUntilRangeWaits(2)
+            for _ in 0..<10_000 where !setDone.withLock({ $0 }) { usleep(1000) }
+            doneWhileSecondRangeHeld.withLock { $0 = setDone.withLock { $0 } && folder.waiting.withLock { $0 } == 2 }
+            folder.allowed.withLock { $0 = .max }
+        }
+        #expect(!doneBeforeAnyRange.withLock { $0 })
+        #expect(doneWhileSecondRangeHeld.withLock { $0 })
+        #expect(try c.count() == 1001)
         server.stop()
     }
 
