@@ -161,7 +161,7 @@ final class SQLiteProfileWriter: ProfileWriter {
             // row by row then costs more than the table itself; sorting the whole index once at
             // the end is far cheaper. Both happen in this transaction, so no commit, and no kill
             // at any moment, can leave the table without its index.
-            if rebuild { try executeWrite("DROP INDEX profiles_by_seq") }
+            if rebuild { try executeWrite(Schema.dropSequenceIndex) }
             try batch.forEachSorted { (row, position) throws(StoreError) in
                 // The batch's runs are sorted by (id, position): a repeated id from a later run
                 // follows right after, and replaces the row still pending.

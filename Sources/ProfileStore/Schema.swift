@@ -27,8 +27,8 @@ enum Schema {
     /// profiles_by_seq as the first migration creates it. A bulk upsert drops and re-creates it
     /// within one transaction, a large merge of the write log across its ranges' transactions;
     /// `prepare` re-creates it should a file ever lack it (a crash in the middle of such a merge).
-    static let sequenceIndex = "CREATE UNIQUE INDEX profiles_by_seq ON profiles(seq)"
-    static let sequenceIndexIfMissing = "CREATE UNIQUE INDEX IF NOT EXISTS profiles_by_seq ON profiles(seq)"
+    /// Both do nothing when there is nothing to do, so that a step that is run again is harmless.
+    static let sequenceIndex = "CREATE UNIQUE INDEX IF NOT EXISTS profiles_by_seq ON profiles(seq)"
     static let dropSequenceIndex = "DROP INDEX IF EXISTS profiles_by_seq"
 
     /// Validates the file, switches it to WAL and migrates it to `version`.

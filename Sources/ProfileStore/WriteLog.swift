@@ -452,7 +452,7 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
             try statement.bind(1, range.rows.lowerBound)
             try statement.bind(2, range.rows.upperBound)
             while try statement.step() { range.append(userId: statement.text(0)) }
-            if prepared.rebuildsIndex && isLast { try connection.execute(Schema.sequenceIndexIfMissing) }
+            if prepared.rebuildsIndex && isLast { try connection.execute(Schema.sequenceIndex) }
         })
         self.prepared = isLast ? nil : (prepared.generation, range.rows.upperBound + 1, prepared.last, prepared.rebuildsIndex)
         return range
@@ -468,7 +468,7 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
         // Whatever was prepared is merged too.
         prepared = nil
         // profiles_by_seq, should a merge have dropped it, comes back here at the latest.
-        try run(foldAllStatements) { () throws(StoreError) in try connection.execute(Schema.sequenceIndexIfMissing) }
+        try run(foldAllStatements) { () throws(StoreError) in try connection.execute(Schema.sequenceIndex) }
         // The emptied log keeps the pages a burst of writes grew it to; give them back to the
         // file system now that nothing needs them (cheap: there are no rows to copy). Only
         // housekeeping, so a failure here changes nothing that matters.
@@ -480,7 +480,7 @@ final class SQLiteWriteLogFolder: WriteLogFolder {
         // A merge that dropped profiles_by_seq will not build it again now: build it here, at
         // no cost in an empty table.
         try run(deleteEverythingStatements + [clearSortedStatement]) { () throws(StoreError) in
-            try connection.execute(Schema.sequenceIndexIfMissing)
+            try connection.execute(Schema.sequenceIndex)
         }
     }
 
