@@ -7,8 +7,8 @@ import CSQLite
 /// one of `profiles_by_seq`, and each group commit writes every page it dirtied to the WAL
 /// again; appending to the log dirties one or two pages per commit however many rows it
 /// holds. A folder (`WriteLogFolder`) later merges a whole generation of the log into the
-/// table in one sorted pass, where many writes share each page. A separate file, so that
-/// the fold's long transaction on the database never holds up a commit to the log.
+/// table sorted by id, range by range, where many writes share each page. A separate file,
+/// so that the merge's transactions on the database never hold up a commit to the log.
 ///
 /// The log has two tables, `writes_0` and `writes_1`: the writer appends to one generation
 /// while the folder merges the other, and the merged one is emptied before the writer
