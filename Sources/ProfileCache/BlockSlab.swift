@@ -7,31 +7,34 @@ import Glibc
 /// bytes, about 15 bytes of a typical 130-byte block; here the rounding costs about 4, and
 /// the pages come from one place instead of whichever thread arena the writing thread had.
 /// Blocks larger than `largestChunk` (rare: a long name and portrait URI) still come from
-/// malloc. Freed chunks are kept for blocks of the same size, and pages go back to the system
-/// only with the shard's state (FLUSHALL), as memcached's do.
+/// malloc. The pages come from the cache's `PagePool`, in huge-page regions. Freed chunks are
+/// kept for blocks of the same size, and pages go back to the pool only with the shard's state
+/// (FLUSHALL), as memcached's do.
 ///
 /// Owned by one shard; used only under its lock.
 @usableFromInline
 struct BlockSlab: ~Copyable {
     static let granule = 8
     static let largestChunk = 1024
-    static let pageSize = 64 << 10
+    static let pageSize = PagePool.pageSize
     static let chunkSizes = largestChunk / granule
 
     /// `freeHeads[size / granule - 1]` chains free chunks of that size through their first bytes.
     private let freeHeads: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    let pool: PagePool
     private var pages: [UnsafeMutableRawPointer] = []
     /// The unused rest of the newest page.
     private var bump: UnsafeMutableRawPointer?
     private var bumpRemaining = 0
 
-    init() {
+    init(pool: PagePool) {
+        self.pool = pool
         freeHeads = .allocate(capacity: Self.chunkSizes)
         freeHeads.initialize(repeating: nil, count: Self.chunkSizes)
     }
 
     deinit {
-        for page in pages { free(page) }
+        pool.givePages(pages)
         freeHeads.deallocate()
     }
 
@@ -58,7 +61,7 @@ struct BlockSlab: ~Copyable {
         }
         if bumpRemaining < size {
             // The old page's tail, smaller than this chunk, stays unused.
-            guard let page = malloc(Self.pageSize) else { fatalError("out of memory allocating a cache page") }
+            let page = pool.takePage()
             pages.append(page)
             bump = page
             bumpRemaining = Self.pageSize

@@ -21,11 +21,14 @@ struct BucketTable: ~Copyable {
     private(set) var capacity = 0
     /// The table's own footprint in the allocator (zero before the first entry).
     private(set) var footprint = 0
+    private let pool: PagePool
 
-    init() {}
+    init(pool: PagePool) {
+        self.pool = pool
+    }
 
     deinit {
-        free(buckets)
+        if let buckets { pool.deallocate(buckets, byteCount: capacity * MemoryLayout<Bucket>.stride) }
     }
 
     /// Whether holding `count` entries would push the table past three quarters full.
@@ -36,7 +39,7 @@ struct BucketTable: ~Copyable {
     var grownCapacity: Int { max(8, capacity * 2) }
 
     var footprintAfterGrowth: Int {
-        MallocFootprint.estimate(byteCount: grownCapacity * MemoryLayout<Bucket>.stride)
+        PagePool.footprint(byteCount: grownCapacity * MemoryLayout<Bucket>.stride)
     }
 
     /// The first bucket with `hash` whose entry satisfies `matches`: where it is and which entry it names.
@@ -91,18 +94,16 @@ struct BucketTable: ~Copyable {
         let oldCapacity = capacity
         capacity = grownCapacity
         mask = capacity - 1
-        guard let raw = malloc(capacity * MemoryLayout<Bucket>.stride) else {
-            fatalError("out of memory growing the cache's hash table")
-        }
-        let newBuckets = raw.bindMemory(to: Bucket.self, capacity: capacity)
+        let byteCount = capacity * MemoryLayout<Bucket>.stride
+        let newBuckets = pool.allocate(byteCount: byteCount).bindMemory(to: Bucket.self, capacity: capacity)
         newBuckets.initialize(repeating: .empty, count: capacity)
         buckets = newBuckets
-        footprint = MallocFootprint.of(raw)
+        footprint = PagePool.footprint(byteCount: byteCount)
         if let oldBuckets {
             for index in 0..<oldCapacity where !oldBuckets[index].isEmpty {
                 insert(hash: oldBuckets[index].hash, entry: oldBuckets[index].entry)
             }
-            free(oldBuckets)
+            pool.deallocate(oldBuckets, byteCount: oldCapacity * MemoryLayout<Bucket>.stride)
         }
     }
 }

@@ -25,11 +25,14 @@ struct EntryRecords: ~Copyable {
     private var freeHead = UInt32.noEntry
     /// The array's own footprint in the allocator (zero before the first entry).
     private(set) var footprint = 0
+    private let pool: PagePool
 
-    init() {}
+    init(pool: PagePool) {
+        self.pool = pool
+    }
 
     deinit {
-        free(base)
+        if let base { pool.deallocate(base, byteCount: capacity * MemoryLayout<EntryRecord>.stride) }
     }
 
     subscript(index: UInt32) -> EntryRecord {
@@ -44,17 +47,21 @@ struct EntryRecords: ~Copyable {
     var grownCapacity: Int { max(8, capacity + capacity / 4) }
 
     var footprintAfterGrowth: Int {
-        MallocFootprint.estimate(byteCount: grownCapacity * MemoryLayout<EntryRecord>.stride)
+        PagePool.footprint(byteCount: grownCapacity * MemoryLayout<EntryRecord>.stride)
     }
 
+    /// Moves the records to a larger array (the pool has no realloc; growth is rare).
     mutating func grow() {
         let newCapacity = grownCapacity
-        guard let raw = realloc(base, newCapacity * MemoryLayout<EntryRecord>.stride) else {
-            fatalError("out of memory growing the cache's entry records")
+        let raw = pool.allocate(byteCount: newCapacity * MemoryLayout<EntryRecord>.stride)
+        let newBase = raw.bindMemory(to: EntryRecord.self, capacity: newCapacity)
+        if let base {
+            newBase.moveInitialize(from: base, count: initialized)
+            pool.deallocate(base, byteCount: capacity * MemoryLayout<EntryRecord>.stride)
         }
-        base = raw.bindMemory(to: EntryRecord.self, capacity: newCapacity)
+        base = newBase
         capacity = newCapacity
-        footprint = MallocFootprint.of(raw)
+        footprint = PagePool.footprint(byteCount: newCapacity * MemoryLayout<EntryRecord>.stride)
     }
 
     /// Takes a free record for `block`; the caller has made sure the array is not full.

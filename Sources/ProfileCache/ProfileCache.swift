@@ -23,6 +23,8 @@ public final class ProfileCache: @unchecked Sendable {
     /// The hash's top bits pick the shard; the table uses the low bits.
     @usableFromInline
     let shardShift: UInt64
+    /// Where every shard's slab gets its pages; freed after the shards.
+    let pages = PagePool()
 
     /// The state follows the lock in the same shard.
     @inlinable
@@ -55,7 +57,7 @@ public final class ProfileCache: @unchecked Sendable {
             let shard = shard(at: index)
             pthread_mutex_init(shard.lock, nil)
             shard.state.initialize(to: ShardState(index: UInt32(index), hasher: hasher,
-                                                  budget: self.limitBytes / shardCount))
+                                                  budget: self.limitBytes / shardCount, pool: pages))
         }
     }
 

@@ -19,10 +19,10 @@ struct ShardState: ~Copyable {
     /// Bumped by every authoritative change; a fill whose ticket carries an older epoch is dropped.
     private(set) var epoch: UInt64
 
-    private var table = BucketTable()
+    private var table: BucketTable
     /// Where the entries' blocks live.
-    private var slab = BlockSlab()
-    private var records = EntryRecords()
+    private var slab: BlockSlab
+    private var records: EntryRecords
     /// Every entry. New entries, and looked-up ones that eviction passed, go to the head: the
     /// order is by recency of use, approximately (see `evictionCandidate`).
     private var recency = RecencyList()
@@ -40,8 +40,11 @@ struct ShardState: ~Copyable {
     private(set) var pinnedItems = 0
     private(set) var pinnedAbsences = 0
 
-    init(index: UInt32, hasher: KeyHasher, budget: Int, epoch: UInt64 = 0) {
+    init(index: UInt32, hasher: KeyHasher, budget: Int, pool: PagePool, epoch: UInt64 = 0) {
         self.index = index
+        self.slab = BlockSlab(pool: pool)
+        self.table = BucketTable(pool: pool)
+        self.records = EntryRecords(pool: pool)
         self.hasher = hasher
         self.budget = budget
         self.absenceBudget = budget / 4
@@ -61,7 +64,7 @@ struct ShardState: ~Copyable {
     /// the lock. The new epoch invalidates every ticket issued so far; the eviction count
     /// carries over, as STATS counters do.
     mutating func removeAll() -> ShardState {
-        var retired = ShardState(index: index, hasher: hasher, budget: budget, epoch: epoch &+ 1)
+        var retired = ShardState(index: index, hasher: hasher, budget: budget, pool: slab.pool, epoch: epoch &+ 1)
         retired.evictions = evictions
         swap(&self, &retired)
         return retired

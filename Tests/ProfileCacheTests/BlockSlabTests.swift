@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func aReleasedChunkIsReusedForTheSameSizeOnly() {
-        var slab = BlockSlab()
+        var slab = BlockSlab(pool: PagePool())
         let first = slab.allocate(130)
         let other = slab.allocate(60)
         #expect(other != first)
@@ -26,7 +26,7 @@ import Testing
     }
 
     @Test func chunksOfOnePageDoNotOverlapAndANewPageFollows() {
-        var slab = BlockSlab()
+        var slab = BlockSlab(pool: PagePool())
         let count = BlockSlab.pageSize / 128
         var chunks: [UnsafeMutableRawPointer] = []
         for _ in 0..<count { chunks.append(slab.allocate(128)) }

@@ -93,7 +93,7 @@ import Testing
     @Test func bareIdsAreStoredOnceQuotedIdsAlongsideTheReply() throws {
         let bare = Array("小明".utf8)
         let quoted = Array("a b".utf8)
-        var slab = BlockSlab()
+        var slab = BlockSlab(pool: PagePool())
         let bareBlock = try #require(bare.withUnsafeBytes { key in
             Array(replyLine("小明").utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0, in: &slab) }
         })
