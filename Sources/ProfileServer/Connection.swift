@@ -32,7 +32,8 @@ final class Connection {
     /// The peer shut down its sending side: answer what arrived, then close.
     var peerClosed = false
 
-    /// Received bytes not yet handled (a partial line, or lines left while paused); at most maxLine.
+    /// Received bytes not yet handled (a partial line, or lines left while paused); at most
+    /// the worker's receiveCapacity.
     var pending: UnsafeMutableRawPointer? = nil
     var pendingCount = 0
 
