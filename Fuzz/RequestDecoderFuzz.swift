@@ -37,10 +37,10 @@ private func frameEveryLine(_ buffer: UnsafeMutableRawBufferPointer) {
         let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[offset...])
         switch LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine) {
         case .needMore:
-            check(rest.count < maxLine && !rest.contains(0x0A), "needMore with \(rest.count) bytes or an LF in them")
+            check(rest.count <= maxLine && !rest.contains(0x0A), "needMore with \(rest.count) bytes or an LF in them")
             return
         case .tooLong:
-            check(!rest.prefix(maxLine).contains(0x0A) && rest.count >= maxLine, "tooLong with an LF inside the limit")
+            check(!rest.prefix(maxLine).contains(0x0A) && rest.count > maxLine, "tooLong with \(rest.count) bytes or an LF inside the limit")
             return
         case .line(let contentCount, let consumed):
             check(consumed <= min(rest.count, maxLine), "consumed \(consumed) of \(rest.count)")

@@ -115,6 +115,13 @@ public final class ProfileConnection {
         outgoing.removeAll(keepingCapacity: true)
     }
 
+    /// Writes everything queued, then shuts the sending side: the server answers the lines it
+    /// received, then closes.
+    public func finishSending() throws(ClientError) {
+        try flush()
+        shutdown(fd, Int32(SHUT_WR))
+    }
+
     /// Reads one reply line, without its LF. Throws `.io` when the server closed the connection.
     public func readLine() throws(ClientError) -> [UInt8] {
         while true {

@@ -71,11 +71,14 @@ private func frame(_ text: String, maxLine: Int = 64) -> FrameResult {
     #expect(frame(String(repeating: "a", count: 15) + "\r\n", maxLine: maxLine) == .tooLong)
 }
 
-@Test func tooLongAsSoonAsMaxLineBytesHaveNoLF() {
+@Test func tooLongAsSoonAsMoreThanMaxLineBytesHaveNoLF() {
     let maxLine = 16
     #expect(frame(String(repeating: "a", count: 15), maxLine: maxLine) == .needMore)
-    #expect(frame(String(repeating: "a", count: 16), maxLine: maxLine) == .tooLong)
+    // maxLine bytes may still end in their LF with the next one.
+    #expect(frame(String(repeating: "a", count: 16), maxLine: maxLine) == .needMore)
+    #expect(frame(String(repeating: "a", count: 15) + "\r", maxLine: maxLine) == .needMore)
     #expect(frame(String(repeating: "a", count: 17), maxLine: maxLine) == .tooLong)
+    #expect(frame(String(repeating: "a", count: 18), maxLine: maxLine) == .tooLong)
 }
 
 @Test func onlyTheFirstLineCountsAgainstTheLimit() {
@@ -100,7 +103,19 @@ private func frame(_ text: String, maxLine: Int = 64) -> FrameResult {
         let stream = FramedStream(input, chunkSize: chunkSize, maxLine: maxLine)
         #expect(stream.lines == [Array("abcdef".utf8), Array("abcdefg".utf8)], "chunk size \(chunkSize)")
         #expect(stream.tooLong, "chunk size \(chunkSize)")
-        // It never waits for more than maxLine bytes of one line to decide.
-        #expect(stream.largestBuffered < maxLine + chunkSize, "chunk size \(chunkSize)")
+        // It decides on the first byte past maxLine: no more than maxLine bytes of one line
+        // wait for the chunk that brings it.
+        #expect(stream.largestBuffered <= maxLine + chunkSize, "chunk size \(chunkSize)")
+    }
+}
+
+@Test func everyChunkSizeWaitsOnMaxLineBytesWithoutAnLF() {
+    let maxLine = 8
+    let input = Array("PING\nabcdefgh".utf8)
+    for chunkSize in 1...input.count {
+        let stream = FramedStream(input, chunkSize: chunkSize, maxLine: maxLine)
+        #expect(stream.lines == [Array("PING".utf8)], "chunk size \(chunkSize)")
+        #expect(!stream.tooLong, "chunk size \(chunkSize)")
+        #expect(FramedStream(input + [0x61], chunkSize: chunkSize, maxLine: maxLine).tooLong, "chunk size \(chunkSize)")
     }
 }

@@ -76,9 +76,12 @@ import Testing
     @Test func tooLongLineIsRefusedAndClosed() throws {
         let server = try TestServer(["--max-line", "1024"])
         let c = try server.connect()
-        // Exactly the limit, LF included, is fine.
+        // Exactly the limit, LF included, is fine; a CR before the LF counts too.
         let fits = "GET " + String(repeating: "a", count: 1024 - 5) + "\n"
         #expect(try c.roundTrip(fits).hasPrefix("ERROR TOOLARGE userId"))
+        let fitsWithCR = "GET " + String(repeating: "a", count: 1024 - 6) + "\r\n"
+        #expect(try c.roundTrip(fitsWithCR).hasPrefix("ERROR TOOLARGE userId"))
+        // One byte over the limit without an LF.
         c.sendRaw(Array(("GET " + String(repeating: "a", count: 1021)).utf8))
         try c.flush()
         #expect(try c.line().hasPrefix("ERROR TOOLONG "))
@@ -89,6 +92,17 @@ import Testing
         try d.flush()
         #expect(try d.line() == "PONG")
         #expect(try d.line().hasPrefix("ERROR TOOLONG "))
+    }
+
+    /// 65,536 bytes without an LF are not too long yet: the LF may come next. Here the client
+    /// stops sending instead, and the server closes without a reply, as after any unfinished line.
+    @Test func theLimitWithoutAnLFIsNotTooLongYet() throws {
+        let server = try TestServer()
+        let c = try server.connect()
+        c.sendRaw(Array(("PING\nGET " + String(repeating: "a", count: 65_536 - 4)).utf8))
+        try c.finishSending()
+        #expect(try c.line() == "PONG")
+        #expect(try c.isClosedByServer())
     }
 
     @Test func tooManyConnectionsAreRefusedWithBusy() throws {
