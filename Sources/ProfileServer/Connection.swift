@@ -58,6 +58,16 @@ final class Connection {
 
     var queuedOutput: Int { evbuffer_get_length(output) }
 
+    /// Drops the queued reply bytes after the first `count`, for a reply taken back unsent.
+    func dropQueuedOutput(after count: Int) {
+        // libevent cannot cut a buffer's tail: move the head aside, empty it, and move it back.
+        let kept = evbuffer_new()
+        evbuffer_remove_buffer(output, kept, count)
+        evbuffer_drain(output, evbuffer_get_length(output))
+        evbuffer_add_buffer(output, kept)
+        evbuffer_free(kept)
+    }
+
     /// Keeps `count` unhandled bytes for the next pass, after any already kept.
     func keepPending(_ bytes: UnsafeRawPointer, count: Int, capacity: Int) {
         if pending == nil { pending = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16) }

@@ -304,15 +304,18 @@ extension Worker {
         }
     }
 
-    /// A multi-line reply whose store read failed halfway: replace it with ERROR STORE. If
-    /// part of it already left the scratch the stream cannot be mended, so the connection closes.
+    /// A multi-line reply whose store read failed halfway: replace it with ERROR STORE.
+    ///
+    /// Nothing is sent while a request is served, so all of the reply is still here: after the
+    /// mark in the scratch, or, once it outgrew the scratch, at the end of the connection's queue.
     private func failStore(since mark: Mark, on connection: Connection, _ error: any Error) {
-        if connection.queuedOutput != mark.queued {
-            Log.warn("closing a connection after a store failure in the middle of a reply", ["error": "\(error)"])
-            connection.phase = .closing
-            return
+        if connection.queuedOutput == mark.queued {
+            out.count = mark.count
+        } else {
+            // The first spill took the replies before the mark along; what follows them is this one's.
+            connection.dropQueuedOutput(after: mark.queued + mark.count)
+            out.count = 0
         }
-        out.count = mark.count
         reply(storeError: error, to: connection)
     }
 

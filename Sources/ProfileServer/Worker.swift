@@ -434,7 +434,8 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    /// Moves the replies built so far into the connection's queue to make room.
+    /// Moves the replies built so far into the connection's queue to make room. Nothing leaves
+    /// the queue while a request is served, so its reply can still be taken back (`failStore`).
     func spill(_ connection: Connection) {
         evbuffer_add(connection.output, out.base, out.count)
         out.count = 0

@@ -25,10 +25,12 @@ final class InProcessServer {
     ///   - workers: event loops, each with its own thread; `loopPolicy` moves connections between them.
     ///   - rowsPerFoldRange: ids the folder merges per transaction.
     ///   - wrapFolder: lets a test stand between the server and its folder.
+    ///   - wrapReader: lets a test stand between each worker and its reader of the store.
     init(path: String, busyTimeoutMilliseconds: Int32 = 200, pinLimitBytes: Int = 8 << 20,
          workers workerCount: Int = 1, loopPolicy: LoopPolicy = .standard,
          rowsPerFoldRange: Int = SQLiteProfileStore.defaultRowsPerFoldRange,
-         wrapFolder: (any WriteLogFolder) -> any WriteLogFolder = { $0 }) throws {
+         wrapFolder: (any WriteLogFolder) -> any WriteLogFolder = { $0 },
+         wrapReader: (any ProfileReader) -> any ProfileReader = { $0 }) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
         Log.level = .error
         store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
@@ -45,7 +47,9 @@ final class InProcessServer {
         context = ServerContext(configuration: configuration, cache: cache, store: store, writer: writer,
                                 tokens: TokenRegistry(nil), statistics: statistics, workerCount: workerCount)
         var workers: [Worker] = []
-        for i in 0..<workerCount { workers.append(try Worker(index: i, context: context, reader: try store.makeReader())) }
+        for i in 0..<workerCount {
+            workers.append(try Worker(index: i, context: context, reader: wrapReader(try store.makeReader())))
+        }
         for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
         self.workers = workers
         listener = try listenTCP(host: "127.0.0.1", port: 0)[0]

@@ -2,6 +2,8 @@ import ProfileTestSupport
 import CSQLite
 import Glibc
 import ProfileClient
+import ProfileStore
+import Synchronization
 import Testing
 
 /// The store failing under the server: every failed write gets ERROR STORE and changes nothing,
@@ -74,6 +76,51 @@ import Testing
         // RECENT waits for the table to have every write, so the file has them after it.
         #expect(try other.recent(10).map { String(decoding: $0.userId, as: UTF8.self) } == ["cold", "new1", "warm"])
         #expect(try rowsOnDisk(path) == ["cold": "updated", "new1": "n", "warm": "after"])
+    }
+
+    /// A read of the store that fails once a reply has outgrown the worker's 256 KiB scratch,
+    /// and part of it waits in the connection's queue: the request's whole reply is ERROR
+    /// STORE, and the next request on the same connection is answered.
+    @Test(arguments: ["MGET", "RECENT", "SCAN"])
+    func aReadFailingPastTheReplyScratchGetsOnlyStoreError(verb: String) throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let fault = ReadFault()
+        let server = try InProcessServer(path: directory + "/profiles.sqlite3",
+                                         wrapReader: { FailingReader($0, fault: fault) })
+        let c = try server.connect()
+        // The longest values, every byte escaped in replies: VALUE lines of 9.2 KB, 100 of them
+        // some 900 KB. A write leaves its value in the cache.
+        let ids = (0..<100).map { "big\($0)" }
+        let name = String(repeating: "\u{01}", count: 256)
+        let uri = String(repeating: "\u{01}", count: 2048)
+        for id in ids { c.send("SET", [id, name, uri]) }
+        try c.flush()
+        for _ in ids { #expect(try c.line() == "STORED") }
+        let request = switch verb {
+        case "MGET": "MGET \(ids.joined(separator: " ")) freshmiss\n"
+        case "RECENT": "RECENT 1000\n"
+        default: "SCAN \"\" 1000\n"
+        }
+
+        fault.isOn = true
+        // The first PONG is in the scratch when the reply begins, and leaves with its first part.
+        c.sendRaw(Array(("PING\n" + request + "PING\n").utf8))
+        try c.flush()
+        #expect(try c.line() == "PONG")
+        let reply = try c.line()
+        #expect(reply.hasPrefix("ERROR STORE "), "\(reply.prefix(60))")
+        #expect(try c.line() == "PONG")
+        if verb == "MGET" {
+            // The 100 cached lines came before the lookup that failed.
+            #expect(server.statistic("cache_hits") == 100)
+        }
+
+        // The store reads again: the same connection gets the whole reply.
+        fault.isOn = false
+        c.sendRaw(Array(request.utf8))
+        try c.flush()
+        #expect(try c.readLines().count == (verb == "MGET" ? 101 : 100))
     }
 
     /// A real full disk: a 4 MiB tmpfs filled up with another file, then freed again.
@@ -173,4 +220,53 @@ func rowsOnDisk(_ path: String) throws -> [String: String] {
         rows[String(cString: sqlite3_column_text(statement, 0))] = String(cString: sqlite3_column_text(statement, 1))
     }
     return rows
+}
+
+/// Whether the `FailingReader`s fail. Any thread.
+private final class ReadFault: Sendable {
+    private let failing = Atomic<Bool>(false)
+
+    var isOn: Bool {
+        get { failing.load(ordering: .relaxed) }
+        set { failing.store(newValue, ordering: .relaxed) }
+    }
+
+    func check() throws {
+        if isOn { throw StoreError(kind: .io, resultCode: SQLITE_IOERR, message: "disk I/O error (injected)", path: "") }
+    }
+}
+
+/// A worker's reader that fails while its `ReadFault` is on: a lookup at once, RECENT and SCAN
+/// after handing out every row, as a read that breaks at its last step.
+///
+/// Threading: the worker's thread.
+private final class FailingReader: ProfileReader {
+    private let reader: any ProfileReader
+    private let fault: ReadFault
+
+    init(_ reader: any ProfileReader, fault: ReadFault) {
+        self.reader = reader
+        self.fault = fault
+    }
+
+    func lookup<R>(_ userId: UnsafeRawBufferPointer, _ body: (ProfileRow?) throws -> R) throws -> R {
+        try fault.check()
+        return try reader.lookup(userId, body)
+    }
+
+    func count() throws -> Int { try reader.count() }
+
+    func recent(limit: Int, _ each: (ProfileRow) throws -> Void) throws {
+        try reader.recent(limit: limit, each)
+        try fault.check()
+    }
+
+    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws {
+        try reader.scan(after: after, limit: limit, each)
+        try fault.check()
+    }
+
+    func beginRead() throws { try reader.beginRead() }
+
+    func endRead() { reader.endRead() }
 }
