@@ -50,7 +50,8 @@ struct CommandSpec {
             summary: "write every profile as JSON Lines or CSV, in userId order",
             details: """
                   --format jsonl|csv  output format (default jsonl)
-                  -o, --output FILE   write to FILE instead of standard output
+                  -o, --output FILE   write to FILE instead of standard output; FILE is replaced
+                                      only when the export succeeds
                   --db PATH           read a store file no server is using
 
                 Exit 0 on success, 2 on a file, store, connection or server error, 64 on bad flags.

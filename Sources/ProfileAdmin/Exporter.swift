@@ -32,9 +32,12 @@ public enum Exporter {
 
     /// Writes every profile; returns how many.
     public static func run(_ options: ExportOptions) throws(AdminError) -> Int {
+        if let path = options.outputPath, let store = options.databasePath, isStoreFile(path, of: store) {
+            throw AdminError.usage("-o \(path) names the store --db reads, or a file beside it that the store uses")
+        }
         let out: OutputFile
         if let path = options.outputPath {
-            out = try OutputFile(path: path)
+            out = try OutputFile(replacing: path)
         } else {
             out = OutputFile()
         }
@@ -53,7 +56,7 @@ public enum Exporter {
         } else {
             count = try exportServer(options.server, out: out, write: write)
         }
-        try out.flush()
+        try out.commit()
         return count
     }
 
@@ -119,5 +122,37 @@ public enum Exporter {
         } catch {
             throw AdminError.file("\(error)")
         }
+    }
+
+    /// Whether `path` is, after links and other names are followed, the store file at
+    /// `store` or one of the files beside it: its WAL, its write log, their WALs or its lock.
+    private static func isStoreFile(_ path: String, of store: String) -> Bool {
+        var output = stat()
+        let outputExists = stat(path, &output) == 0
+        for suffix in ["", "-wal", "-shm", "-writes", "-writes-wal", "-writes-shm", ".lock"] {
+            var file = stat()
+            if outputExists && stat(store + suffix, &file) == 0 {
+                if file.st_dev == output.st_dev && file.st_ino == output.st_ino { return true }
+            } else if let a = resolvedPath(path), a == resolvedPath(store + suffix) {
+                // One of them does not exist yet (a WAL comes and goes): compare where they would be.
+                return true
+            }
+        }
+        return false
+    }
+
+    /// The absolute path with every link followed, of the file or, when it does not exist,
+    /// of its directory with the file's name appended.
+    private static func resolvedPath(_ path: String) -> String? {
+        if let resolved = realpath(path, nil) {
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        guard let resolved = realpath(directory, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved) + "/" + name
     }
 }
