@@ -143,7 +143,12 @@ struct ParsedArguments {
                 if let inline {
                     values[flag] = inline
                 } else {
-                    guard index < words.count else { throw AdminError.usage("--\(flag) needs a value") }
+                    guard index < words.count else { throw AdminError.usage("\(word) needs a value") }
+                    // A forgotten value must not swallow the next flag (`--db --strict`).
+                    guard !words[index].hasPrefix("--") else {
+                        throw AdminError.usage("\(word) needs a value, not the flag \(words[index]) "
+                                               + "(write --\(flag)=VALUE for a value that starts with --)")
+                    }
                     values[flag] = words[index]
                     index += 1
                 }

@@ -107,6 +107,11 @@ extension BenchOptions {
             func value() throws(UsageError) -> String {
                 if let inlineValue { return inlineValue }
                 guard index < arguments.count else { throw UsageError("\(flag) needs a value") }
+                // A forgotten value must not swallow the next flag (`--unix --json`).
+                guard !arguments[index].hasPrefix("--") else {
+                    throw UsageError("\(flag) needs a value, not the flag \(arguments[index]) "
+                                     + "(write \(flag)=VALUE for a value that starts with --)")
+                }
                 index += 1
                 return arguments[index - 1]
             }

@@ -162,6 +162,11 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
             value = inlineValue
         } else {
             guard index < arguments.count else { throw UsageError(message: "\(flag) needs a value") }
+            // A forgotten value must not swallow the next flag (`--db --port 0`).
+            guard !arguments[index].hasPrefix("--") else {
+                throw UsageError(message: "\(flag) needs a value, not the flag \(arguments[index]) "
+                                 + "(write \(flag)=VALUE for a value that starts with --)")
+            }
             value = arguments[index]
             index += 1
         }

@@ -38,12 +38,16 @@ import Testing
     @Test func badFlagsAreOneUsageLineAndExit64() throws {
         for args in [["import"], ["import", "x.txt"], ["import", "-"], ["import", "a.csv", "--batch", "0"],
                      ["import", "a.csv", "--frob"], ["get"], ["set", "1", "2"], ["recent", "0"], ["frob"],
-                     ["scan", "--limit", "1001"], ["update", "1"], ["count", "--port", "http"]] {
+                     ["scan", "--limit", "1001"], ["update", "1"], ["count", "--port", "http"],
+                     ["import", "x.csv", "--db", "--strict"], ["get", "--host", "--json", "1"]] {
             let run = try profilectl(args)
             #expect(run.status == 64, "\(args)")
             #expect(run.stderr.split(separator: "\n").count == 1, "\(args): \(run.stderr)")
             #expect(run.stderr.contains("usage: profilectl"), "\(args)")
         }
+        // A flag given without its value does not take the next flag as one.
+        let swallowed = try profilectl(["import", "x.csv", "--db", "--strict"])
+        #expect(swallowed.stderr.hasPrefix("profilectl: --db needs a value, not the flag --strict"), "\(swallowed.stderr)")
         let help = try profilectl(["help", "import"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("usage: profilectl import FILE..."))

@@ -43,6 +43,7 @@ struct BenchOptionsTests {
     @Test(arguments: [
         (["--frob"], "unknown option '--frob'"),
         (["--conns"], "--conns needs a value"),
+        (["--unix", "--json"], "--unix needs a value, not the flag --json (write --unix=VALUE for a value that starts with --)"),
         (["--conns", "0"], "--conns takes a whole number from 1 to 10000, not '0'"),
         (["--miss-ratio", "2"], "--miss-ratio takes a number from 0.0 to 1.0, not '2'"),
         (["--dist", "normal"], "--dist takes uniform, zipf or zipf:s with 0 < s <= 10, not 'normal'"),

@@ -7,7 +7,8 @@ import Testing
 @Suite struct ServerStartupTests {
     @Test func badFlagsGetOneUsageLineAndExit64() throws {
         for args in [["--bogus"], ["--port"], ["--port", "70000"], ["--cache-mb", "x"], ["--sync", "sometimes"],
-                     ["--threads", "0"], ["stray"], ["--allow-insecure-bind=yes"], ["--max-line", "-1"]] {
+                     ["--threads", "0"], ["stray"], ["--allow-insecure-bind=yes"], ["--max-line", "-1"],
+                     ["--tokens", "--allow-insecure-bind"]] {
             let (status, output) = try runToCompletion(executable("profiled"), args)
             #expect(status == 64, "\(args)")
             #expect(output.split(separator: "\n").count == 1, "\(args): \(output)")
