@@ -31,7 +31,8 @@ struct CommandSpec {
 
     static let all: [CommandSpec] = [
         CommandSpec(
-            name: "import", usage: "profilectl import FILE... [--format csv|jsonl] [--db PATH] [--strict] [--batch N]",
+            name: "import",
+            usage: "profilectl import FILE... [--format csv|jsonl] [--db PATH] [--strict] [--batch N] [--max-line BYTES]",
             summary: "load profiles from CSV or JSON Lines files",
             details: """
                   FILE                a .csv or .jsonl file; - reads standard input (needs --format)
@@ -39,12 +40,15 @@ struct CommandSpec {
                   --db PATH           write straight into a store file no server is using
                   --strict            stop at the first bad row; nothing of its batch is written
                   --batch N           rows per MSET online (default 1000), per transaction offline (default 1000000)
+                  --max-line BYTES    online: the server's --max-line, when lower than 65536; MSET lines
+                                      stay within it and a row that cannot fit is a bad row
 
                 Bad rows are reported as FILE:LINE: reason and skipped. Exit 0 when every row went in,
                 1 when some were rejected, 2 on a file, store, connection or server error, 64 on bad flags.
 
                 """ + connectionHelp,
-            valueFlags: connectionFlags.union(["format", "db", "batch"]), switches: ["strict"], arguments: 1...Int.max),
+            valueFlags: connectionFlags.union(["format", "db", "batch", "max-line"]), switches: ["strict"],
+            arguments: 1...Int.max),
         CommandSpec(
             name: "export", usage: "profilectl export [--format jsonl|csv] [-o FILE] [--db PATH]",
             summary: "write every profile as JSON Lines or CSV, in userId order",

@@ -13,8 +13,9 @@ protocol ImportSink: AnyObject {
 
 /// Sends batches to a running profiled as pipelined MSET requests, so the
 /// server's cache stays right: each MSET holds as many triples as fit in one
-/// request line (and at most 1,000), and up to `depth` of them wait for their
-/// replies while the next ones are sent.
+/// request line of `maxLine` bytes (and at most 1,000), and up to `depth` of them
+/// wait for their replies while the next ones are sent. Every row must fit in a
+/// line of its own (`lineBytes`).
 ///
 /// Threading: one thread at a time.
 final class ServerSink: ImportSink {
@@ -48,9 +49,19 @@ final class ServerSink: ImportSink {
         triples = 0
     }
 
-    private func add(_ row: RowValues) throws(ClientError) {
-        let size = 3 + ValueEncoder.encodedCount(row.userId) + ValueEncoder.encodedCount(row.name)
+    /// Bytes a row's triple adds to an MSET line: three blanks and the encoded values.
+    static func tripleBytes(_ row: RowValues) -> Int {
+        3 + ValueEncoder.encodedCount(row.userId) + ValueEncoder.encodedCount(row.name)
             + ValueEncoder.encodedCount(row.portraitUri)
+    }
+
+    /// The bytes of an MSET line of this row alone, LF included.
+    static func lineBytes(_ row: RowValues) -> Int {
+        "MSET".utf8.count + tripleBytes(row) + 1
+    }
+
+    private func add(_ row: RowValues) throws(ClientError) {
+        let size = Self.tripleBytes(row)
         // The LF counts against the line limit too.
         if triples == Limits.maxTriples || line.count + size + 1 > maxLine {
             try send()
@@ -73,8 +84,23 @@ final class ServerSink: ImportSink {
     private func send() throws(ClientError) {
         line.append(0x0A)
         connection.sendRaw(line)
-        try connection.flush()
         inFlight.append(triples)
+        do {
+            try connection.flush()
+        } catch {
+            // A server that answers an error and closes (TOOLONG) fails the write; the replies
+            // it sent first count what was stored, and its error says why.
+            while firstInFlight < inFlight.count {
+                do {
+                    try readOneReply()
+                } catch .server(let code, let message) {
+                    throw ClientError.server(code: code, message: message)
+                } catch {
+                    break
+                }
+            }
+            throw error
+        }
         while inFlight.count - firstInFlight > depth {
             try readOneReply()
         }

@@ -1,5 +1,6 @@
 import Glibc
 import ProfileClient
+import ProfileProtocol
 import ProfileStore
 
 /// What an import reads and where it writes.
@@ -18,15 +19,20 @@ public struct ImportOptions: Sendable {
     /// Rows per batch: per MSET online (at most 1,000, fewer when the line
     /// limit comes first), per transaction offline (default 1,000,000). Nil picks the default.
     public var batchSize: Int?
+    /// The server's longest request line, LF included; nil is the protocol's default.
+    /// MSET lines stay within it and a row that cannot fit in one is a bad row. Online only.
+    public var maxLine: Int?
 
     public init(files: [String], format: FileFormat? = nil, databasePath: String? = nil,
-                server: ServerOptions = ServerOptions(), strict: Bool = false, batchSize: Int? = nil) {
+                server: ServerOptions = ServerOptions(), strict: Bool = false, batchSize: Int? = nil,
+                maxLine: Int? = nil) {
         self.files = files
         self.format = format
         self.databasePath = databasePath
         self.server = server
         self.strict = strict
         self.batchSize = batchSize
+        self.maxLine = maxLine
     }
 
     static let defaultServerBatch = 1000
@@ -88,7 +94,7 @@ public enum Importer {
             try run.run()
         } catch {
             progress.clearBar()
-            throw importFailure(error, summary: run.summary)
+            throw importFailure(error, summary: run.summary, maxLine: options.maxLine ?? Limits.defaultMaxLine)
         }
         progress.clearBar()
         if run.summary.read == 0 {
@@ -97,13 +103,16 @@ public enum Importer {
         return run.summary
     }
 
-    private static func importFailure(_ error: any Error, summary: ImportSummary) -> AdminError {
+    private static func importFailure(_ error: any Error, summary: ImportSummary, maxLine: Int) -> AdminError {
         // Once rows were read, say how far the import got.
         let after = summary.read > 0 ? " (\(summary.line))" : ""
         switch error {
         case let error as AdminError:
             if case .file(let message) = error { return .file(message + after) }
             return error
+        case ClientError.server(let code, let message) where code == "TOOLONG":
+            return .server(code: code, message: message + after + "; the server's line limit is below the \(maxLine) "
+                           + "bytes import fills: give import the server's --max-line with --max-line BYTES (or a smaller --batch)")
         case ClientError.server(let code, let message):
             return .server(code: code, message: message + after)
         case let error as ClientError:
@@ -151,7 +160,8 @@ private final class ImportRun {
                 sink = store
                 try runOffline(store)
             } else {
-                let server = ServerSink(connection: try options.server.connect())
+                let server = ServerSink(connection: try options.server.connect(),
+                                        maxLine: options.maxLine ?? Limits.defaultMaxLine)
                 sink = server
                 try runOnline(server)
             }
@@ -219,19 +229,25 @@ private final class ImportRun {
                 throw AdminError.file("\(name):\(error.line): \(error.reason)")
             }
             switch event {
-            case .row:
+            case .row(let line):
                 read += 1
                 sinceUpdate += 1
                 if sinceUpdate == 4096 {
                     sinceUpdate = 0
                     progress.update(rows: read, bytes: bytesBefore + parser.bytesConsumed)
                 }
+                // The default line holds any row the parsers let through; a lower --max-line may not.
+                if let maxLine = options.maxLine, options.databasePath == nil {
+                    let bytes = ServerSink.lineBytes(parser.values)
+                    if bytes > maxLine {
+                        try reject(name, line, "the row needs \(bytes) bytes as an MSET line, over --max-line \(maxLine)")
+                        continue
+                    }
+                }
                 return parser.values
             case .bad(let line, let reason):
                 read += 1
-                rejected += 1
-                progress.message("\(name):\(line): \(reason)")
-                if options.strict { throw StrictStop() }
+                try reject(name, line, reason)
             case .end:
                 bytesBefore += parser.bytesConsumed
                 self.parser = nil
@@ -239,5 +255,12 @@ private final class ImportRun {
             }
         }
         return nil
+    }
+
+    /// Reports and counts a bad row; a strict import stops at it.
+    private func reject(_ name: String, _ line: Int, _ reason: String) throws {
+        rejected += 1
+        progress.message("\(name):\(line): \(reason)")
+        if options.strict { throw StrictStop() }
     }
 }

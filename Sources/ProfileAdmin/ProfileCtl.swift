@@ -68,10 +68,14 @@ public enum ProfileCtl {
                 throw AdminError.usage(file == "-" ? "reading standard input needs --format csv|jsonl"
                                        : "cannot tell the format of \(file); name it with --format csv|jsonl")
             }
+            if parsed.values["db"] != nil && parsed.values["max-line"] != nil {
+                throw AdminError.usage("--max-line is the server's line limit, so it has no use with --db")
+            }
             let options = ImportOptions(
                 files: parsed.arguments, format: format, databasePath: parsed.values["db"], server: server,
                 strict: parsed.switches.contains("strict"),
-                batchSize: try parsed.number("batch", in: 1...1_000_000, otherwise: nil))
+                batchSize: try parsed.number("batch", in: 1...1_000_000, otherwise: nil),
+                maxLine: try parsed.number("max-line", in: 64...16_777_216, otherwise: nil))
             let summary = try Importer.run(options)
             writeStandardError(summary.line + "\n")
             return summary.exitCode

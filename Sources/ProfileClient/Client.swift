@@ -100,6 +100,10 @@ public final class ProfileConnection {
     public var queuedBytes: Int { outgoing.count }
 
     /// Writes everything queued.
+    ///
+    /// - Throws: `.io` when the write fails. When the server had closed the connection, what
+    ///   it sent before closing stays readable with `readLine` and `readReply`, and the
+    ///   error names its last line (such as `ERROR TOOLONG ...`): that says why it closed.
     public func flush() throws(ClientError) {
         var offset = 0
         while offset < outgoing.count {
@@ -107,8 +111,13 @@ public final class ProfileConnection {
                 Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
             }
             if n < 0 {
-                if errno == EINTR { continue }
-                throw ClientError.io("write to \(endpoint) failed: \(String(cString: strerror(errno)))")
+                let error = errno
+                if error == EINTR { continue }
+                var reason = "write to \(endpoint) failed: \(String(cString: strerror(error)))"
+                if error == EPIPE || error == ECONNRESET, let last = readUntilClosed() {
+                    reason += "; the server's last reply: \(String(decoding: last, as: UTF8.self))"
+                }
+                throw ClientError.io(reason)
             }
             offset += n
         }
@@ -120,6 +129,17 @@ public final class ProfileConnection {
     public func finishSending() throws(ClientError) {
         try flush()
         shutdown(fd, Int32(SHUT_WR))
+    }
+
+    /// Reads what a server that closed the connection sent before it did; returns its last line.
+    private func readUntilClosed() -> ArraySlice<UInt8>? {
+        while true {
+            do { try fill() } catch { break }
+        }
+        let unread = incoming[readPosition...]
+        guard let end = unread.lastIndex(of: 0x0A) else { return nil }
+        let start = unread[..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? unread.startIndex
+        return unread[start..<end]
     }
 
     /// Reads one reply line, without its LF. Throws `.io` when the server closed the connection.

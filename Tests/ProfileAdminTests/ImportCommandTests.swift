@@ -113,6 +113,30 @@ import Testing
         #expect(try profilectl(["recent", "1"] + server.flags).stdout == "u7  replaced  x\n")
     }
 
+    @Test func aServerWithAShorterLineLimitIsNamedAndMetWithMaxLine() throws {
+        let server = try TestServer(["--max-line", "1024"])
+        let path = file(server.directory, "a.csv", generatedCSV(3000))
+        var run = try profilectl(["import", path] + server.flags)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("profilectl: ERROR TOOLONG "), "\(run.stderr)")
+        #expect(run.stderr.contains("give import the server's --max-line with --max-line BYTES"), "\(run.stderr)")
+        #expect(try server.connect().count() == 0)
+
+        // Each MSET line stays within the limit; a row that cannot fit in one is a bad row.
+        let long = "big,\(String(repeating: "n", count: 256)),https://cdn.example/\(String(repeating: "p", count: 1000))\n"
+        let mixed = file(server.directory, "b.csv", generatedCSV(3000) + long)
+        run = try profilectl(["import", mixed, "--max-line", "1024"] + server.flags)
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.stderr.contains("\(mixed):3002: the row needs 1287 bytes as an MSET line, over --max-line 1024"),
+                "\(run.stderr)")
+        #expect(run.stderr.contains("read 3001, written 3000, rejected 1"), "\(run.stderr)")
+        #expect(try server.connect().count() == 3000)
+
+        run = try profilectl(["import", path, "--max-line", "1024", "--db", server.directory + "/offline.sqlite3"])
+        #expect(run.status == 64)
+        #expect(run.stderr.contains("--max-line is the server's line limit, so it has no use with --db"))
+    }
+
     @Test func anEmptyImportSaysSo() throws {
         let server = try TestServer()
         let path = file(server.directory, "empty.csv", "userId,name,portraitUri\n")

@@ -88,6 +88,24 @@ final class ScriptedPeer: @unchecked Sendable {
         }
     }
 
+    @Test func aWriteToAServerThatClosedNamesItsLastReply() throws {
+        let peer = try ScriptedPeer(reply: Array("STORED 1\nERROR TOOLONG request line over the limit\n".utf8), chunk: 100)
+        let c = try ProfileConnection(.unix(path: peer.path))
+        // Far more than the socket buffers hold, so the write is still going when the peer closes.
+        c.sendRaw([UInt8](repeating: 0x61, count: 8 << 20))
+        #expect {
+            try c.flush()
+        } throws: { error in
+            guard case ClientError.io(let reason) = error else { return false }
+            return reason.hasSuffix("; the server's last reply: ERROR TOOLONG request line over the limit")
+        }
+        // What the server sent is still there to read, in order.
+        #expect(try c.readStoredCount() == 1)
+        #expect(throws: ClientError.server(code: "TOOLONG", message: "request line over the limit")) {
+            _ = try c.readReply()
+        }
+    }
+
     @Test func requestsQuoteWhatNeedsQuoting() throws {
         let peer = try ScriptedPeer(reply: Array("STORED\n".utf8), chunk: 100)
         let c = try ProfileConnection(.unix(path: peer.path))
