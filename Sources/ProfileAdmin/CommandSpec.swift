@@ -84,6 +84,12 @@ struct CommandSpec {
                 details: "  --yes               do not ask; required when standard input is not a terminal\n"),
     ]
 
+    /// What the usage calls the arguments, in order: `set ID NAME URI` gives ID, NAME, URI.
+    var argumentNames: [String] {
+        usage.split(separator: " ").dropFirst(2).prefix { !$0.hasPrefix("[-") }
+            .map { String($0.filter { $0 != "[" && $0 != "]" && $0 != "." }) }
+    }
+
     static func named(_ name: String) -> CommandSpec? {
         all.first { $0.name == name }
     }
@@ -116,14 +122,23 @@ struct ParsedArguments {
     var switches: Set<String> = []
     var arguments: [String] = []
     var wantsHelp = false
+    /// What was not valid UTF-8 as given, in order: `argument 2 (NAME)` or `the value of --name`.
+    var notUTF8: [String] = []
 
-    init(_ words: [String], spec: CommandSpec) throws(AdminError) {
+    /// - Parameter notUTF8: The indices of the words that were not valid UTF-8 (and were
+    ///   decoded with U+FFFD in their place).
+    init(_ words: [String], spec: CommandSpec, notUTF8 invalid: Set<Int> = []) throws(AdminError) {
+        let names = spec.argumentNames
         var index = 0
         var onlyArguments = false
         while index < words.count {
             let word = words[index]
             index += 1
             if onlyArguments || word == "-" || !word.hasPrefix("-") {
+                if invalid.contains(index - 1) {
+                    let name = names.isEmpty ? "" : " (\(names[min(arguments.count, names.count - 1)]))"
+                    notUTF8.append("argument \(arguments.count + 1)\(name)")
+                }
                 arguments.append(word)
                 continue
             }
@@ -144,6 +159,7 @@ struct ParsedArguments {
             if spec.switches.contains(flag) && inline == nil {
                 switches.insert(flag)
             } else if spec.valueFlags.contains(flag) {
+                if invalid.contains(inline == nil ? index : index - 1) { notUTF8.append("the value of --\(flag)") }
                 if let inline {
                     values[flag] = inline
                 } else {

@@ -21,6 +21,8 @@ struct OneOffCommand {
 
     /// Runs the command; returns 0, or 1 when the answer is "not found" or "no".
     func run() throws(AdminError) -> Int32 {
+        // Arguments and values become ids, names and URIs: one decoded with U+FFFD would be stored.
+        if let what = parsed.notUTF8.first { throw AdminError.usage("\(what) is not valid UTF-8") }
         let arguments = parsed.arguments.map { Array($0.utf8) }
         // Checked before connecting, so bad arguments are usage errors.
         let recentCount = try recentArgument()

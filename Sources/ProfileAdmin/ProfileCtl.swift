@@ -1,12 +1,15 @@
 import Glibc
 import ProfileClient
+import ProfileProtocol
 
 /// The profilectl command line: parses the words after the program name,
 /// runs the command and returns its exit code.
 ///
 /// Threading: runs on the calling thread (the main thread of profilectl).
 public enum ProfileCtl {
-    public static func main(_ words: [String], environment: [String: String]) -> Int32 {
+    /// - Parameter arguments: The words after the program name, as the bytes given.
+    public static func main(_ arguments: [[UInt8]], environment: [String: String]) -> Int32 {
+        let words = arguments.map { String(decoding: $0, as: UTF8.self) }
         guard let name = words.first else {
             writeStandardError(CommandSpec.overview)
             return 64
@@ -26,7 +29,10 @@ public enum ProfileCtl {
             return usageFailure("no command '\(name)'", usage: "profilectl COMMAND [ARGS] [options]")
         }
         do throws(AdminError) {
-            let parsed = try ParsedArguments(Array(words.dropFirst()), spec: spec)
+            let notUTF8 = Set(arguments.indices.dropFirst().filter { index in
+                arguments[index].withUnsafeBytes { !$0.isEmpty && !isValidUTF8($0.baseAddress!, count: $0.count) }
+            }.map { $0 - 1 })
+            let parsed = try ParsedArguments(Array(words.dropFirst()), spec: spec, notUTF8: notUTF8)
             if parsed.wantsHelp {
                 print(spec.help, terminator: "")
                 return 0

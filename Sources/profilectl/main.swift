@@ -10,4 +10,9 @@ while let pointer = entry.pointee {
     }
     entry += 1
 }
-exit(ProfileCtl.main(Array(CommandLine.arguments.dropFirst()), environment: environment))
+// The bytes as given: CommandLine.arguments would turn invalid UTF-8 into U+FFFD unseen.
+let arguments = (1..<Int(CommandLine.argc)).map { index in
+    let argument = CommandLine.unsafeArgv[index]!
+    return Array(UnsafeRawBufferPointer(start: argument, count: strlen(argument)))
+}
+exit(ProfileCtl.main(arguments, environment: environment))

@@ -33,6 +33,26 @@ import Testing
         #expect(run.stderr.hasPrefix("profilectl: ERROR TOOLARGE userId"))
     }
 
+    @Test func argumentsThatAreNotUTF8AreRefusedNotStoredWithReplacements() throws {
+        let server = try TestServer()
+        let f = server.flags.map { Array($0.utf8) }
+        let cut: [UInt8] = Array("a".utf8) + [0xC3]
+        for (args, what) in [([bytes("set"), bytes("y"), cut, bytes("u")], "argument 2 (NAME)"),
+                             ([bytes("set"), bytes("y"), bytes("n"), cut], "argument 3 (URI)"),
+                             ([bytes("get"), bytes("a"), bytes("b"), cut], "argument 3 (ID)"),
+                             ([bytes("update"), bytes("y"), bytes("--name"), cut], "the value of --name"),
+                             ([bytes("update"), bytes("y"), bytes("--portrait-uri=") + cut], "the value of --portrait-uri")] {
+            let run = try profilectl(rawArgs: args + f)
+            #expect(run.status == 64, "\(what): \(run.stderr)")
+            #expect(run.stderr.hasPrefix("profilectl: \(what) is not valid UTF-8; usage: "), "\(run.stderr)")
+            #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
+        }
+        #expect(try server.connect().count() == 0)
+        // Valid UTF-8 beyond ASCII goes through as it is.
+        #expect(try profilectl(rawArgs: [bytes("set"), bytes("y"), bytes("小明"), bytes("u")] + f).status == 0)
+        #expect(try server.connect().get(bytes("y"))?.name == bytes("小明"))
+    }
+
     @Test func flushallNeedsYesWhenStdinIsNotATerminal() throws {
         let server = try TestServer()
         try server.connect().set(.init(userId: "a", name: "b", portraitUri: "c"))
@@ -75,3 +95,5 @@ func openPseudoTerminal() throws -> (Int32, String) {
     }
     return (master, "/dev/pts/\(number)")
 }
+
+func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }

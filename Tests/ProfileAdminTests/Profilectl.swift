@@ -11,10 +11,16 @@ struct Run {
 
 /// Runs the built profilectl to completion with `stdin` from a file (or /dev/null).
 func profilectl(_ args: [String], stdinPath: String = "/dev/null") throws -> Run {
+    try profilectl(rawArgs: args.map { Array($0.utf8) }, stdinPath: stdinPath)
+}
+
+/// `profilectl` with arguments as bytes, which need not be valid UTF-8.
+func profilectl(rawArgs: [[UInt8]], stdinPath: String = "/dev/null") throws -> Run {
     let directory = try makeTemporaryDirectory()
     let out = directory + "/stdout"
     let err = directory + "/stderr"
-    let pid = try spawn(executable("profilectl"), args: args, stderrPath: err, stdoutPath: out, stdinPath: stdinPath)
+    let pid = try spawn(executable("profilectl"), rawArgs: rawArgs, stderrPath: err, stdoutPath: out,
+                        stdinPath: stdinPath)
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return Run(status: exitCode(status), stdout: readText(out), stderr: readText(err))

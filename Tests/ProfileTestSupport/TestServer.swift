@@ -156,6 +156,13 @@ public func writeText(_ path: String, _ text: String) {
 /// `stderrPath` unless `stdoutPath` names a file of their own.
 public func spawn(_ path: String, args: [String], stderrPath: String, stdoutPath: String? = nil,
            stdinPath: String = "/dev/null", environment: [String: String] = [:]) throws -> pid_t {
+    try spawn(path, rawArgs: args.map { Array($0.utf8) }, stderrPath: stderrPath, stdoutPath: stdoutPath,
+              stdinPath: stdinPath, environment: environment)
+}
+
+/// `spawn` with arguments as bytes, which need not be valid UTF-8.
+public func spawn(_ path: String, rawArgs: [[UInt8]], stderrPath: String, stdoutPath: String? = nil,
+                  stdinPath: String = "/dev/null", environment: [String: String] = [:]) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -172,7 +179,9 @@ public func spawn(_ path: String, args: [String], stderrPath: String, stdoutPath
     } else {
         env = ["PATH=/usr/bin:/bin"] + environment.map { "\($0.key)=\($0.value)" }
     }
-    let argv = ([path] + args).map { strdup($0) } + [nil]
+    let argv = ([Array(path.utf8)] + rawArgs).map { bytes in
+        (bytes.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { strdup($0.baseAddress!) }
+    } + [nil]
     let envp = env.map { strdup($0) } + [nil]
     defer {
         argv.forEach { free($0) }
