@@ -100,17 +100,20 @@ struct Settings {
     }
 
     /// Applies a `key = value` config file: `#` starts a comment line, blank lines are ignored.
+    /// Lines end in LF or CRLF, and a leading UTF-8 byte order mark is skipped, as editors on
+    /// other systems write them.
     ///
     /// - Throws: `FILE:LINE: reason` for an unknown key, a malformed line or a bad value.
     mutating func applyConfigFile(_ path: String, skipping given: Set<String>) throws(UsageError) {
-        guard let bytes = readFile(path) else {
+        guard var bytes = readFile(path)?[...] else {
             throw UsageError(message: "\(path): cannot read the config file (\(String(cString: strerror(errno))))")
         }
-        let text = String(decoding: bytes, as: UTF8.self)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
         var lineNumber = 0
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // Split as bytes: as a String, CR LF is one Character and would never match "\n".
+        for raw in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
             lineNumber += 1
-            let line = raw.trimmingBlanks()
+            let line = String(decoding: raw, as: UTF8.self).trimmingBlanks()
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let eq = line.firstIndex(of: "=") else {
                 throw UsageError(message: "\(path):\(lineNumber): expected 'key = value'")

@@ -77,6 +77,17 @@ import Testing
         #expect(try c.roundTrip("GET " + String(repeating: "a", count: 1100) + "\n").hasPrefix("ERROR TOOLONG"))
     }
 
+    @Test func aConfigFileWithCRLFLinesAndAByteOrderMarkIsRead() throws {
+        let directory = try makeTemporaryDirectory()
+        let config = directory + "/profiled.conf"
+        writeText(config, "\u{FEFF}# written on Windows\r\nport = 0\r\nmax-line = 1024\r\n\r\ncache-mb = 3\r\n")
+        let server = try TestServer(["--config", config], directory: directory)
+        let c = try server.connect()
+        let stats = Dictionary(uniqueKeysWithValues: try c.stats().map { ($0.name, $0.value) })
+        #expect(stats["cache_limit_bytes"] == "\(3 * 1_048_576)")
+        #expect(try c.roundTrip("GET " + String(repeating: "a", count: 1100) + "\n").hasPrefix("ERROR TOOLONG"))
+    }
+
     @Test func configErrorsNameFileAndLine() throws {
         let directory = try makeTemporaryDirectory()
         let cases: [(String, String)] = [
@@ -86,6 +97,7 @@ import Testing
             ("sync = sometimes\n", ":1: sync takes 'normal' or 'full'"),
             ("allow-insecure-bind = maybe\n", ":1: allow-insecure-bind takes true or false"),
             ("metrics = nowhere\n", ":1: metrics takes HOST:PORT"),
+            ("\u{FEFF}port = 0\r\n\r\ncache-mb = lots\r\n", ":3: cache-mb takes a whole number from 1 to 1048576, not 'lots'"),
         ]
         for (i, (text, expected)) in cases.enumerated() {
             let path = directory + "/bad\(i).conf"
