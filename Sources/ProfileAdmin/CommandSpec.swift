@@ -196,7 +196,16 @@ struct ParsedArguments {
     }
 
     /// The connection flags, with `PROFILED_TOKEN` as the token's fallback.
+    ///
+    /// - Throws: `.usage` for flags that cannot go together: `--unix` with `--host` or
+    ///   `--port`, and `--db` with any connection flag.
     func serverOptions(environment: [String: String]) throws(AdminError) -> ServerOptions {
+        if values["unix"] != nil, let flag = ["host", "port"].first(where: { values[$0] != nil }) {
+            throw AdminError.usage("--unix connects to a socket, so --\(flag) has no use with it")
+        }
+        if values["db"] != nil, let flag = ["host", "port", "unix", "token"].first(where: { values[$0] != nil }) {
+            throw AdminError.usage("--db opens the store file without a server, so --\(flag) has no use with it")
+        }
         var options = ServerOptions()
         if let host = values["host"] { options.host = host }
         if let port = try number("port", in: 1...65535, otherwise: nil) { options.port = UInt16(port) }

@@ -95,6 +95,9 @@ extension BenchOptions {
     /// Parses profilebench's flags (`--flag value` or `--flag=value`) and checks they fit together.
     public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand {
         var options = BenchOptions()
+        // The flags given, for those that cannot go together.
+        var given: Set<String> = []
+        var targetAddress: String? = nil
         var index = 0
         while index < arguments.count {
             var flag = arguments[index]
@@ -133,7 +136,10 @@ extension BenchOptions {
                 if inlineValue != nil { throw UsageError("\(flag) takes no value") }
             }
             switch flag {
-            case "--target": try options.setTarget(try value())
+            case "--target":
+                let text = try value()
+                try options.setTarget(text)
+                if text.contains("://") { targetAddress = text }
             case "--host":
                 let host = try value()
                 guard !host.isEmpty else { throw UsageError("--host needs an address") }
@@ -162,6 +168,16 @@ extension BenchOptions {
             case "--help", "-h": return .help
             default: throw UsageError("unknown option '\(flag)'")
             }
+            given.insert(flag)
+        }
+        if given.contains("--duration") && given.contains("--requests") {
+            throw UsageError("--duration and --requests both say when the run ends: give one")
+        }
+        if let targetAddress, let flag = ["--host", "--port", "--unix"].first(where: given.contains) {
+            throw UsageError("--target \(targetAddress) names the address, so \(flag) has no use with it")
+        }
+        if given.contains("--unix"), let flag = ["--host", "--port"].first(where: given.contains) {
+            throw UsageError("--unix connects to a socket, so \(flag) has no use with it")
         }
         try options.check()
         return .run(options)

@@ -39,7 +39,9 @@ import Testing
         for args in [["import"], ["import", "x.txt"], ["import", "-"], ["import", "a.csv", "--batch", "0"],
                      ["import", "a.csv", "--frob"], ["get"], ["set", "1", "2"], ["recent", "0"], ["frob"],
                      ["scan", "--limit", "1001"], ["update", "1"], ["count", "--port", "http"],
-                     ["import", "x.csv", "--db", "--strict"], ["get", "--host", "--json", "1"]] {
+                     ["import", "x.csv", "--db", "--strict"], ["get", "--host", "--json", "1"],
+                     ["ping", "--unix", "/run/p.sock", "--port", "7711"], ["import", "a.csv", "--db", "s.db", "--token", "t"],
+                     ["export", "--host", "h", "--db", "s.db"]] {
             let run = try profilectl(args)
             #expect(run.status == 64, "\(args)")
             #expect(run.stderr.split(separator: "\n").count == 1, "\(args): \(run.stderr)")
@@ -48,6 +50,8 @@ import Testing
         // A flag given without its value does not take the next flag as one.
         let swallowed = try profilectl(["import", "x.csv", "--db", "--strict"])
         #expect(swallowed.stderr.hasPrefix("profilectl: --db needs a value, not the flag --strict"), "\(swallowed.stderr)")
+        #expect(try profilectl(["export", "--db", "s.db", "--unix", "/run/p.sock"]).stderr
+            .hasPrefix("profilectl: --db opens the store file without a server, so --unix has no use with it"))
         let help = try profilectl(["help", "import"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("usage: profilectl import FILE..."))

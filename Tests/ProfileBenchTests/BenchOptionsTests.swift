@@ -38,6 +38,8 @@ struct BenchOptionsTests {
         #expect(memcached.target == .memcached && memcached.port == 11311)
         let redis = try options(["--target", "redis"])
         #expect(redis.endpointDescription == "redis://127.0.0.1:6379")
+        // A bare protocol names no address, so --host and --port still choose it.
+        #expect(try options(["--target", "memcached", "--port", "11311"]).endpointDescription == "memcached://127.0.0.1:11311")
     }
 
     @Test(arguments: [
@@ -55,6 +57,12 @@ struct BenchOptionsTests {
         (["--threads", "4", "--conns", "2"], "--threads 4 needs at least as many --conns"),
         (["--preload=yes"], "--preload takes no value"),
         (["--mix", "get=1,get=1"], "--mix: get is listed twice"),
+        (["--requests", "10", "--duration", "1"], "--duration and --requests both say when the run ends: give one"),
+        (["--unix", "/run/p.sock", "--port", "7711"], "--unix connects to a socket, so --port has no use with it"),
+        (["--host", "::1", "--unix", "/run/p.sock"], "--unix connects to a socket, so --host has no use with it"),
+        (["--target", "redis://h:1", "--host", "h"], "--target redis://h:1 names the address, so --host has no use with it"),
+        (["--unix=/run/p.sock", "--target", "profiled://h:1"],
+         "--target profiled://h:1 names the address, so --unix has no use with it"),
     ])
     func badCommandLinesSayWhatIsWrong(arguments: [String], message: String) {
         #expect(throws: UsageError(message)) { try BenchOptions.parse(arguments) }
