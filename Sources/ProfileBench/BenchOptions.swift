@@ -48,11 +48,6 @@ public struct BenchOptions: Sendable {
     }
 }
 
-public let usageLine = "usage: profilebench [--target profiled|memcached|redis://HOST:PORT] [--host H] [--port N] [--unix PATH] "
-    + "[--token T] [--conns N] [--pipeline N] [--threads N] [--duration S | --requests N] [--keys N] "
-    + "[--dist uniform|zipf[:s]] [--mix get=90,set=10] [--mget-size N] [--miss-ratio R] [--preload] "
-    + "[--rate N] [--value-size N] [--seed N] [--json]"
-
 public let helpText = """
 usage: profilebench [options]
 Drives a running profiled (or memcached, or Redis) on loopback and reports per operation

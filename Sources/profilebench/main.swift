@@ -22,7 +22,7 @@ do {
         options = parsed
     }
 } catch {
-    printError("profilebench: \(error.message)\n\(usageLine)")
+    printError("profilebench: \(error.message) (see 'profilebench --help')")
     exit(64)
 }
 

@@ -67,6 +67,12 @@ struct BenchOptionsTests {
     func badCommandLinesSayWhatIsWrong(arguments: [String], message: String) {
         #expect(throws: UsageError(message)) { try BenchOptions.parse(arguments) }
     }
+
+    @Test func theExecutableSaysOneSentenceAndExits64() throws {
+        let (status, output) = try runToCompletion(executable("profilebench"), ["--conns", "0"])
+        #expect(status == 64)
+        #expect(output == "profilebench: --conns takes a whole number from 1 to 10000, not '0' (see 'profilebench --help')\n")
+    }
 }
 
 @Suite("Requests")
