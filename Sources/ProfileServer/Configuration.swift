@@ -42,6 +42,21 @@ public struct ServerConfiguration: Sendable {
     var outputHardLimit: Int { 64 << 20 }
 }
 
+extension ServerConfiguration {
+    /// Why these settings may not be served, or nil: without tokens, anyone who can reach a
+    /// non-loopback address could read and erase every profile (protected mode).
+    public var insecureBindProblem: String? {
+        guard tokensPath == nil && !allowInsecureBind else { return nil }
+        if !isLoopback(host: host) {
+            return "refusing to listen on \(host) without --tokens: anyone who can reach it could read and erase every profile (use --tokens FILE, or --allow-insecure-bind if the network is trusted)"
+        }
+        if let metrics = metricsAddress, !isLoopback(host: metrics.host) {
+            return "refusing to serve metrics on \(metrics.host) without --tokens (use a loopback address, or --allow-insecure-bind if the network is trusted)"
+        }
+        return nil
+    }
+}
+
 /// Whether a host name or address is loopback: 127.0.0.0/8, ::1 or `localhost`.
 public func isLoopback(host: String) -> Bool {
     if host == "localhost" || host == "::1" || host == "[::1]" { return true }

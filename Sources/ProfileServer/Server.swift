@@ -55,12 +55,7 @@ public final class Server {
         if let path = configuration.tokensPath {
             do { tokenTable = try TokenTable.load(path: path) } catch { throw StartupError(error.description) }
         }
-        if tokenTable == nil && !isLoopback(host: configuration.host) && !configuration.allowInsecureBind {
-            throw StartupError("refusing to listen on \(configuration.host) without --tokens: anyone who can reach it could read and erase every profile (use --tokens FILE, or --allow-insecure-bind if the network is trusted)")
-        }
-        if let metrics = configuration.metricsAddress, tokenTable == nil, !isLoopback(host: metrics.host), !configuration.allowInsecureBind {
-            throw StartupError("refusing to serve metrics on \(metrics.host) without --tokens (use a loopback address, or --allow-insecure-bind if the network is trusted)")
-        }
+        if let problem = configuration.insecureBindProblem { throw StartupError(problem) }
 
         let path = configuration.databasePath ?? SQLiteProfileStore.defaultPath { getenv($0).map { String(cString: $0) } }
         let store: SQLiteProfileStore

@@ -185,6 +185,8 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
         given.insert(name)
     }
     if let configPath { try settings.applyConfigFile(configPath, skipping: given) }
+    // Protected mode refuses a combination of flags, so it is a usage error like any other.
+    if let problem = settings.configuration.insecureBindProblem { throw UsageError(message: problem) }
     return .run(settings.configuration, settings.logLevel)
 }
 
