@@ -17,6 +17,12 @@ public func duration(nanoseconds: UInt64) -> String {
 extension BenchResult {
     func perSecond(_ n: Int) -> Double { wallSeconds > 0 ? Double(n) / wallSeconds : 0 }
 
+    /// The harness's CPU seconds per wall second, or nil for a run too short to say: starting
+    /// the threads costs CPU time of its own, so a run that failed at once showed 490%.
+    var harnessCPUShare: Double? {
+        wallSeconds >= 0.1 ? harnessCPUSeconds / wallSeconds : nil
+    }
+
     /// The run as a table: one row per operation and a total, then the harness's CPU use.
     public var text: String {
         let o = options
@@ -49,9 +55,9 @@ extension BenchResult {
                 return column == 0 ? cell + pad : pad + cell
             }.joined(separator: "  "))
         }
-        let share = wallSeconds > 0 ? Int((harnessCPUSeconds / wallSeconds * 100).rounded()) : 0
+        let share = harnessCPUShare.map { "\(Int(($0 * 100).rounded()))% of one core" } ?? "too short a run for a share"
         lines.append("harness CPU: \((harnessCPUSeconds * 100).rounded() / 100) s in \((wallSeconds * 100).rounded() / 100) s wall "
-            + "(\(share)% of one core)")
+            + "(\(share))")
         if lateRequests > 0 {
             lines.append("behind schedule: \(grouped(lateRequests)) requests fell due but every connection was full; "
                 + "the server did not keep up with --rate")
@@ -86,7 +92,7 @@ extension BenchResult {
             ("operations", object(operations.map { ($0.operation.description, stats($0.stats)) })),
             ("total", stats(total)), ("wallSeconds", number(wallSeconds)),
             ("harness", object([("cpuSeconds", number(harnessCPUSeconds)),
-                                ("cpuShareOfOneCore", number(wallSeconds > 0 ? harnessCPUSeconds / wallSeconds : 0))])),
+                                ("cpuShareOfOneCore", harnessCPUShare.map(number) ?? "null")])),
             ("lateRequests", "\(lateRequests)"), ("succeeded", succeeded ? "true" : "false"),
             ("firstError", firstError.map(string) ?? "null"), ("failure", failure.map(string) ?? "null"),
         ])

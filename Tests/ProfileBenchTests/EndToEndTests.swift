@@ -92,6 +92,10 @@ struct EndToEndTests {
         #expect(!result.succeeded)
         #expect(result.failure == "profiled://127.0.0.1:\(fake.port) answered garbage to get: "
                 + "unexpected reply to lookup: \"HTTP/1.1 400 Bad Request\\r\\n\"")
+        // Over the few milliseconds the run lasted, the threads' start-up is no share of a core.
+        #expect(result.wallSeconds < 0.1)
+        #expect(result.text.contains("(too short a run for a share)"), "\(result.text)")
+        #expect(result.json.contains("\"cpuShareOfOneCore\":null"), "\(result.json)")
     }
 
     @Test func aClosedConnectionStopsTheRunWithItsLastWords() throws {
