@@ -44,7 +44,13 @@ public final class SQLiteProfileStore: ProfileStore {
                 busyTimeoutMilliseconds: Int32 = 5000, writerCacheMebibytes: Int = 256) throws(StoreError) {
         file = try StoreFile(path: path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         writerCacheKibibytes = writerCacheMebibytes * 1024
-        try Schema.prepare(file)
+        do {
+            try Schema.prepare(file)
+        } catch {
+            // Not ours: leave nothing of the store beside it.
+            if error.kind == .notADatabase { file.removeCreatedLockFile() }
+            throw error
+        }
         try WriteLogFile.prepare(file)
         // Writes a server committed to the log but did not merge before it stopped (a crash)
         // go into the table now, before anyone reads or writes the table directly.

@@ -19,6 +19,8 @@ final class StoreFile: Sendable {
     /// sidecar because closing any descriptor of the database file itself
     /// would drop SQLite's POSIX locks on it.
     private let lockDescriptor: Int32
+    /// Whether this open made `<path>.lock`, so a refused file can be left without it.
+    private let createdLockFile: Bool
     /// The result code writers fail with, or SQLITE_OK (0) when none.
     private let injectedFault = Atomic<Int32>(0)
 
@@ -31,7 +33,11 @@ final class StoreFile: Sendable {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         try makeDirectories(parentOf: path, databasePath: path)
         let lockPath = path + ".lock"
-        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        var descriptor = open(lockPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        createdLockFile = descriptor >= 0
+        if descriptor < 0 && errno == EEXIST {
+            descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        }
         guard descriptor >= 0 else {
             throw cannotOpen("cannot open the lock file \(lockPath)", errno: errno, path: path)
         }
@@ -59,6 +65,12 @@ final class StoreFile: Sendable {
 
     deinit {
         close(lockDescriptor)
+    }
+
+    /// Removes `<path>.lock` if this open made it; for a file the store refuses, which it
+    /// leaves as it found it. The lock is still held, so no other store is using the name.
+    func removeCreatedLockFile() {
+        if createdLockFile { unlink(path + ".lock") }
     }
 
     /// The result code writers should fail with, if one is injected.

@@ -43,6 +43,18 @@ import Testing
         #expect(try recent(store, 4) == ["u1 b5", "new b4", "u9 b3", "u7 last"])
     }
 
+    @Test func aFileThatIsNotAStoreIsRefusedAndLeftAlone() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeDirectory(dir) }
+        let notes = file(dir, "notes.txt", "not a database, just some notes\n")
+        let source = file(dir, "a.csv", generatedCSV(3))
+        let run = try profilectl(["import", source, "--db", notes])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains(notes), "\(run.stderr)")
+        #expect(readText(notes) == "not a database, just some notes\n")
+        #expect(directoryEntries(dir) == ["a.csv", "notes.txt"])
+    }
+
     @Test func anImportKilledAtAnyMomentLeavesAValidStoreWithItsIndex() throws {
         let dir = try makeTemporaryDirectory()
         defer { removeDirectory(dir) }

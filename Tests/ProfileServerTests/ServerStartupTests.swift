@@ -52,6 +52,7 @@ import Testing
         #expect(output.contains(path))
         #expect(output.split(separator: "\n").count == 1, "\(output)")
         #expect(readText(path) == text)
+        #expect(access(path + ".lock", F_OK) != 0, "a lock file was left beside it")
     }
 
     @Test func aSecondServerOnTheSameStoreIsRefused() throws {

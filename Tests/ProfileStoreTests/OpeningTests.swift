@@ -16,15 +16,20 @@ import Testing
         return try Connection(file: file).integer(sql)
     }
 
-    /// Opening `path` fails with `kind`, names the path, and leaves the file byte-identical.
+    /// Opening `path` fails with `kind`, names the path, and leaves the file byte-identical;
+    /// a file that is not a store is also left without a lock file the open made.
     func expectRefused(_ path: String, _ kind: StoreError.Kind, sourceLocation: SourceLocation = #_sourceLocation) {
         let before = contents(of: path)
+        let hadLockFile = access(path + ".lock", F_OK) == 0
         let error = #expect(throws: StoreError.self, sourceLocation: sourceLocation) { _ = try openStore(path) }
         #expect(error?.kind == kind, sourceLocation: sourceLocation)
         #expect(error?.description.contains(path) == true, sourceLocation: sourceLocation)
         // A Bool, so a failure does not print every byte of the file.
         let unchanged = contents(of: path) == before
         #expect(unchanged, "the refused file was changed", sourceLocation: sourceLocation)
+        if kind == .notADatabase {
+            #expect((access(path + ".lock", F_OK) == 0) == hadLockFile, sourceLocation: sourceLocation)
+        }
     }
 
     @Test func aNewFileGetsTheSchemaVersionAndApplicationId() throws {
