@@ -9,9 +9,11 @@ import Testing
 ///
 /// The bounds are behaviour bounds, far from what the server does, not benchmarks: a normal
 /// client's PING round trip stays under `pingBound` during every attack, and the server's
-/// resident memory stays under `residentBoundKiB` throughout.
+/// resident memory stays under `residentBoundKiB` throughout. A loop held up by an attack shows
+/// as a round trip as long as the attack; on two cores shared with the other suites a healthy
+/// one has taken up to 0.53 s, so the bound leaves room for that.
 @Suite(.serialized) struct ReliabilityHostileClientTests {
-    static let pingBound = 0.5
+    static let pingBound = 1.0
     static let residentBoundKiB = 64 * 1024
 
     @Test func theServerKeepsServingOthersAndStaysSmall() throws {
