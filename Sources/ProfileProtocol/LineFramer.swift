@@ -15,7 +15,8 @@ public enum FrameResult: Equatable, Sendable {
 }
 
 /// Finds request lines in received bytes. Framing only: it neither tokenizes nor
-/// copies, and decides once byte `maxLine + 1` is there, so a caller need never buffer more.
+/// copies, and decides once byte `maxLine + 1` is there. A caller that holds no more than
+/// `maxLine` bytes (the server) asks its socket whether that byte has arrived.
 ///
 /// Stateless; any thread may use it.
 public enum LineFramer {

@@ -32,8 +32,7 @@ final class Connection {
     /// The peer shut down its sending side: answer what arrived, then close.
     var peerClosed = false
 
-    /// Received bytes not yet handled (a partial line, or lines left while paused); at most
-    /// the worker's receiveCapacity.
+    /// Received bytes not yet handled (a partial line, or lines left while paused); at most maxLine.
     var pending: UnsafeMutableRawPointer? = nil
     var pendingCount = 0
 

@@ -19,7 +19,9 @@ extension Worker {
         while used < count && budget > 0 && connection.phase == .serving {
             if out.count + connection.queuedOutput >= highWater { break }
             let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)
-            switch LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine) {
+            var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine)
+            if frame == .needMore && rest.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
+            switch frame {
             case .needMore:
                 return used
             case .tooLong:
@@ -35,6 +37,17 @@ extension Worker {
             }
         }
         return used
+    }
+
+    /// Whether a byte has arrived after a line's worth of bytes without an LF, which makes the
+    /// line too long. The contract's server never buffers more than the limit, so the byte is
+    /// looked at in the socket, not taken in. At the end of the stream the peer has closed, and
+    /// the unfinished line gets no reply.
+    private func byteBeyondLineArrived(_ connection: Connection) -> Bool {
+        var byte: UInt8 = 0
+        let n = recv(connection.fd, &byte, 1, Int32(MSG_PEEK))
+        if n == 0 { connection.peerClosed = true }
+        return n > 0
     }
 
     /// Serves one request line. Returns false, leaving the line untouched, when it must wait

@@ -51,9 +51,6 @@ final class Worker: @unchecked Sendable {
     var reader: (any ProfileReader)?
     var jobs: [WriteJob] = []
     let maxLine: Int
-    /// Bytes of one line the worker takes in: the longest allowed, and one more, which shows
-    /// that a line without an LF is over the limit.
-    let receiveCapacity: Int
     /// When the current pass over a connection began, and how many requests of each verb it
     /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
     var passStart = 0
@@ -74,7 +71,6 @@ final class Worker: @unchecked Sendable {
         self.context = context
         self.reader = reader
         maxLine = context.configuration.maxLine
-        receiveCapacity = maxLine + 1
         precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
@@ -91,7 +87,7 @@ final class Worker: @unchecked Sendable {
             throw SystemError(call: "eventfd", subject: "worker \(index)", code: code)
         }
         out = ReplyBuffer(capacity: 256 << 10)
-        readBuffer = UnsafeMutableRawPointer.allocate(byteCount: receiveCapacity, alignment: 16)
+        readBuffer = UnsafeMutableRawPointer.allocate(byteCount: maxLine, alignment: 16)
     }
 
     deinit {
@@ -291,18 +287,18 @@ final class Worker: @unchecked Sendable {
         passStart = monotonicNanos()
         if connection.pendingCount == 0 {
             guard !connection.peerClosed else { return finishPass(connection) }
-            let n = recv(connection.fd, readBuffer, receiveCapacity, 0)
+            let n = recv(connection.fd, readBuffer, maxLine, 0)
             if n > 0 {
                 let used = handleInput(connection, readBuffer, n)
                 if used < n && connection.phase == .serving {
-                    connection.keepPending(readBuffer + used, count: n - used, capacity: receiveCapacity)
+                    connection.keepPending(readBuffer + used, count: n - used, capacity: maxLine)
                 }
             } else {
                 noteReadResult(connection, n)
             }
         } else {
-            // Never more than a line at the limit and one byte buffered: a longer line is refused, not stored.
-            let room = receiveCapacity - connection.pendingCount
+            // Never more than maxLine bytes buffered: a line longer than that is refused, not stored.
+            let room = maxLine - connection.pendingCount
             if room > 0 && !connection.peerClosed && connection.writesInFlight == 0 {
                 let n = recv(connection.fd, connection.pending! + connection.pendingCount, room, 0)
                 if n > 0 { connection.pendingCount += n } else { noteReadResult(connection, n) }

@@ -105,6 +105,21 @@ import Testing
         #expect(try c.isClosedByServer())
     }
 
+    /// The byte past the limit may come long after the limit's bytes: the server, holding no
+    /// more than the limit, refuses the line when it comes.
+    @Test func theByteBeyondTheLimitIsTooLongWhenItComes() throws {
+        let server = try TestServer(["--max-line", "1024"])
+        let c = try server.connect()
+        c.sendRaw(Array(("PING\nGET " + String(repeating: "a", count: 1024 - 4)).utf8))
+        try c.flush()
+        #expect(try c.line() == "PONG")
+        usleep(100_000)  // lets the server take in the limit's bytes before the next one
+        c.sendRaw([UInt8(ascii: "a")])
+        try c.flush()
+        #expect(try c.line().hasPrefix("ERROR TOOLONG "))
+        #expect(try c.isClosedByServer())
+    }
+
     @Test func tooManyConnectionsAreRefusedWithBusy() throws {
         let server = try TestServer(["--max-connections", "2"])
         let a = try server.connect()
