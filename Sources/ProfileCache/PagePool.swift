@@ -25,6 +25,8 @@ final class PagePool: @unchecked Sendable {
     private let lock: UnsafeMutablePointer<pthread_mutex_t>
     /// The pages in use in each region, bit `i` for page `i`, by region base address.
     private var regions: [UInt: UInt32] = [:]
+    /// The region mapped last (it may be unmapped since).
+    private var newestRegion: UInt = 0
     /// Mappings of more than a region, by base address: their sizes.
     private var largeMappings: [UInt: Int] = [:]
 
@@ -101,20 +103,31 @@ final class PagePool: @unchecked Sendable {
     /// Called with the lock held.
     private func takeRun(of count: Int) -> UnsafeMutableRawPointer {
         let run = Self.runMask(count)
+        // A growing cache fills the newest region page by page; the others are looked at
+        // only when it is full, not on every page.
+        if let used = regions[newestRegion], let first = Self.firstFreeRun(of: count, in: used) {
+            regions[newestRegion] = used | run << first
+            return UnsafeMutableRawPointer(bitPattern: newestRegion + UInt(first * Self.pageSize))!
+        }
         for (base, used) in regions {
-            // Bit i of `starts` is set where pages i ..< i + count are all free (each shift
-            // brings in a zero at the top, so no run reaches past the last page).
-            var starts = ~used
-            for _ in 1..<count { starts &= starts >> 1 }
-            if starts != 0 {
-                let first = starts.trailingZeroBitCount
+            if let first = Self.firstFreeRun(of: count, in: used) {
                 regions[base] = used | run << first
                 return UnsafeMutableRawPointer(bitPattern: base + UInt(first * Self.pageSize))!
             }
         }
         let base = Self.mapAligned(Self.regionSize)
-        regions[UInt(bitPattern: base)] = run
+        newestRegion = UInt(bitPattern: base)
+        regions[newestRegion] = run
         return base
+    }
+
+    /// The first page of `count` free pages in a row in a region whose pages in use are `used`.
+    private static func firstFreeRun(of count: Int, in used: UInt32) -> Int? {
+        // Bit i of `starts` is set where pages i ..< i + count are all free (each shift brings
+        // in a zero at the top, so no run reaches past the last page).
+        var starts = ~used
+        for _ in 1..<count { starts &= starts >> 1 }
+        return starts == 0 ? nil : starts.trailingZeroBitCount
     }
 
     /// Frees `count` pages from `start`; unmaps their region if nothing else in it is in use.
