@@ -129,11 +129,11 @@ public enum Exporter {
     private static func isStoreFile(_ path: String, of store: String) -> Bool {
         var output = stat()
         let outputExists = stat(path, &output) == 0
-        for suffix in ["", "-wal", "-shm", "-writes", "-writes-wal", "-writes-shm", ".lock"] {
+        for storeFile in SQLiteProfileStore.files(at: store) {
             var file = stat()
-            if outputExists && stat(store + suffix, &file) == 0 {
+            if outputExists && stat(storeFile, &file) == 0 {
                 if file.st_dev == output.st_dev && file.st_ino == output.st_ino { return true }
-            } else if let a = resolvedPath(path), a == resolvedPath(store + suffix) {
+            } else if let a = resolvedPath(path), a == resolvedPath(storeFile) {
                 // One of them does not exist yet (a WAL comes and goes): compare where they would be.
                 return true
             }

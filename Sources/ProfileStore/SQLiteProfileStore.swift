@@ -93,6 +93,9 @@ public final class SQLiteProfileStore: ProfileStore {
         file.setFault(code)
     }
 
+    /// The store file at `path` and every file the store keeps beside it (write log, WALs, lock).
+    public static func files(at path: String) -> [String] { StoreFile.paths(of: path) }
+
     /// Where the database lives when no `--db PATH` is given, first match wins:
     /// `$CACHE_DIRECTORY/profiles.sqlite3` (set by systemd's CacheDirectory=;
     /// the first entry when it lists several), then

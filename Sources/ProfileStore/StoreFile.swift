@@ -12,7 +12,7 @@ import Synchronization
 final class StoreFile: Sendable {
     let path: String
     /// The write log beside the database: see `WriteLogFile`.
-    var logPath: String { path + "-writes" }
+    var logPath: String { Self.logPath(of: path) }
     let synchronous: SynchronousMode
     let busyTimeoutMilliseconds: Int32
     /// An open descriptor of `<path>.lock` holding flock(LOCK_EX). It is a
@@ -32,7 +32,7 @@ final class StoreFile: Sendable {
         self.synchronous = synchronous
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         try makeDirectories(parentOf: path, databasePath: path)
-        let lockPath = path + ".lock"
+        let lockPath = Self.lockPath(of: path)
         var descriptor = open(lockPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         createdLockFile = descriptor >= 0
         if descriptor < 0 && errno == EEXIST {
@@ -70,7 +70,17 @@ final class StoreFile: Sendable {
     /// Removes `<path>.lock` if this open made it; for a file the store refuses, which it
     /// leaves as it found it. The lock is still held, so no other store is using the name.
     func removeCreatedLockFile() {
-        if createdLockFile { unlink(path + ".lock") }
+        if createdLockFile { unlink(Self.lockPath(of: path)) }
+    }
+
+    static func logPath(of path: String) -> String { path + "-writes" }
+    static func lockPath(of path: String) -> String { path + ".lock" }
+
+    /// The database at `path` and every file the store keeps beside it: its write log, both
+    /// files' WAL and shared-memory files, and its lock.
+    static func paths(of path: String) -> [String] {
+        let log = logPath(of: path)
+        return [path, path + "-wal", path + "-shm", log, log + "-wal", log + "-shm", lockPath(of: path)]
     }
 
     /// The result code writers should fail with, if one is injected.
