@@ -60,6 +60,9 @@ private func frameEveryLine(_ buffer: UnsafeMutableRawBufferPointer) {
 private func serve(_ line: UnsafeMutableRawBufferPointer, original: [UInt8]) {
     let tokens: [[UInt8]]?
     do { tokens = try LineTokenizer.tokens(of: original) } catch { tokens = nil }
+    // Read before decoding, which unescapes in place.
+    let plainGet = RequestDecoder.plainGetUserId(UnsafeRawBufferPointer(line)).map { Array($0) }
+    defer { checkPlainGet(plainGet, original: original) }
     switch decoder.decode(line) {
     case .empty:
         check(tokens == [], "empty, but the tokenizer found \(tokens.map { "\($0.count)" } ?? "an error")")
@@ -82,6 +85,24 @@ private func serve(_ line: UnsafeMutableRawBufferPointer, original: [UInt8]) {
             checkLimits(command)
             reencode(verb: verb, tokens: tokens, command: command)
         }
+    }
+}
+
+/// The server's shortcut for plain GETs (`plainGetUserId`) agrees with decoding: what it
+/// takes is a GET of those bytes, and it takes every GET written as the verb, one space and
+/// a bare ASCII id.
+private func checkPlainGet(_ plain: [UInt8]?, original: [UInt8]) {
+    var decoded: [UInt8]?
+    var copy = original
+    copy.withUnsafeMutableBytes { line in
+        guard case .request(.get) = redecoder.decode(line), case .success(.get(let id)) = redecoder.command() else { return }
+        decoded = Array(id)
+    }
+    if let plain {
+        check(decoded == plain, "plainGetUserId took a line that is not a GET of those bytes")
+    } else if let decoded, original.count == 4 + decoded.count, original[3] == 0x20,
+              decoded.first != 0x22, decoded.allSatisfy({ (0x21...0x7F).contains($0) }) {
+        check(false, "plainGetUserId passed over a plain GET")
     }
 }
 

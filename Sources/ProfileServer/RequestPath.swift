@@ -57,6 +57,13 @@ extension Worker {
         // Nothing overtakes a read waiting for the table, not even a write it must not see.
         if connection.barrierInFlight { return false }
         let waiting = connection.writesInFlight > 0
+        // A plain GET needs neither the tokenizer nor the argument checks (see `plainGetUserId`).
+        if !waiting && connection.role >= Verb.get.requiredRole,
+           let userId = RequestDecoder.plainGetUserId(UnsafeRawBufferPointer(line)) {
+            execute(.get(userId), on: connection)
+            countPassVerb(.get)
+            return true
+        }
         // Decoding unescapes quoted tokens in place; a line we might have to leave for later
         // must come back unchanged, so while waiting only unquoted lines are looked at.
         if waiting && line.count > 0 && memchr(line.baseAddress!, 0x22, line.count) != nil { return false }
@@ -83,12 +90,16 @@ extension Worker {
             reply(error: error, to: connection)
         case .success(let command):
             execute(command, on: connection)
-            if !verb.isWrite && !connection.barrierInFlight {
-                passVerbCounts[Int(verb.rawValue)] += 1
-                passVerbsSeen |= 1 << verb.rawValue
-            }
+            if !verb.isWrite && !connection.barrierInFlight { countPassVerb(verb) }
         }
         return true
+    }
+
+    /// Counts a request answered in this pass, for the per-verb latency.
+    @inline(__always)
+    private func countPassVerb(_ verb: Verb) {
+        passVerbCounts[Int(verb.rawValue)] += 1
+        passVerbsSeen |= 1 << verb.rawValue
     }
 
     // Inlined into serveLine, its only caller, so the command is not copied to be passed on.

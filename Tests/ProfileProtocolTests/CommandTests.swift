@@ -218,3 +218,23 @@ private let uri2048 = repeated("p", 2048), uri2049 = repeated("p", 2049)
     #expect(decode(bytes("   "), with: decoder) == .empty)
     #expect(decode(bytes("GET 9"), with: decoder) == .get(bytes("9")))
 }
+
+@Test func plainGetsAreRecognizedWithoutDecoding() {
+    func plain(_ line: [UInt8]) -> [UInt8]? {
+        line.withUnsafeBytes { RequestDecoder.plainGetUserId($0).map { Array($0) } }
+    }
+    let taken: [[UInt8]] = [bytes("GET u1"), bytes("get 42"), bytes("gEt a\"b\\c"), bytes("GET ~!") + [0x7F],
+                            bytes("GET ") + id128, bytes("GET 0123456789abcdefX")]
+    for line in taken {
+        #expect(plain(line) == Array(line.dropFirst(4)), "\(line)")
+        #expect(decode(line) == .get(Array(line.dropFirst(4))), "\(line)")
+    }
+    // Each of these is decoded as usual: an error, another verb, or a GET of another form.
+    let passed: [[UInt8]] = [bytes("GET"), bytes("GET "), bytes("GET  u1"), bytes("GET\tu1"), bytes("GET u1 "),
+                             bytes("GET \"u1\""), bytes("GET u 1"), bytes("GETS u1"), bytes("SET u1"), bytes("FET u1"),
+                             bytes("GET ") + id129, bytes("GET\0u1"), bytes("GET u\u{e9}"), bytes("GET u\r1"),
+                             bytes("GET u") + [0x1F], bytes("MGET u1"), bytes(" GET u1")]
+    for line in passed {
+        #expect(plain(line) == nil, "\(line)")
+    }
+}
