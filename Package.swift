@@ -22,9 +22,11 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent_core",
                        providers: [.apt(["libevent-dev"])]),
+        // One inline function: the CPU's prefetch, which Swift does not expose.
+        .systemLibrary(name: "CPrefetch"),
 
         .target(name: "ProfileProtocol", swiftSettings: hotPath),
-        .target(name: "ProfileCache", swiftSettings: hotPath),
+        .target(name: "ProfileCache", dependencies: ["CPrefetch"], swiftSettings: hotPath),
         .target(name: "ProfileStore", dependencies: ["CSQLite"], swiftSettings: hotPath),
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "ProfileProtocol", "ProfileCache", "ProfileStore"],

@@ -1,3 +1,4 @@
+import CPrefetch
 import Glibc
 
 /// One slot of the hash table: the low 32 bits of the key's hash and the entry's index.
@@ -50,6 +51,25 @@ struct BucketTable: ~Copyable {
             let bucket = buckets[position]
             if bucket.isEmpty { return nil }
             if bucket.hash == hash && matches(bucket.entry) { return (position, bucket.entry) }
+            position = (position + 1) & mask
+        }
+    }
+
+    /// Starts loading the bucket where a probe for `hash` begins.
+    @inline(__always)
+    func prefetchHome(of hash: UInt32) {
+        guard let buckets else { return }
+        profiled_prefetch(buckets + (Int(hash) & mask))
+    }
+
+    /// The entry of the first bucket with `hash`, or `.noEntry`: the likely match, unconfirmed.
+    @inline(__always)
+    func firstCandidate(_ hash: UInt32) -> UInt32 {
+        guard let buckets else { return .noEntry }
+        var position = Int(hash) & mask
+        while true {
+            let bucket = buckets[position]
+            if bucket.isEmpty || bucket.hash == hash { return bucket.entry }
             position = (position + 1) & mask
         }
     }

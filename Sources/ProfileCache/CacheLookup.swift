@@ -58,3 +58,17 @@ public struct CacheStatistics: Sendable, Equatable {
     /// Of `items`, how many hold a write not yet folded into the store's table.
     public var pinnedItems = 0
 }
+
+/// One id of a batch for `ProfileCache.prefetch`, with what its stages learn on the way.
+///
+/// Holds a pointer into the caller's bytes: used by the one thread that filled the batch.
+public struct PrefetchSlot {
+    /// The id's bytes; only read during `prefetch`.
+    public var key: UnsafeRawBufferPointer
+    var hash: UInt64 = 0
+    var entry: UInt32 = .noEntry
+
+    public init(key: UnsafeRawBufferPointer) {
+        self.key = key
+    }
+}

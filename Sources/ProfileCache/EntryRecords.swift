@@ -1,3 +1,4 @@
+import CPrefetch
 import Glibc
 
 /// The fixed-size part of an entry: its block and its links in the recency list.
@@ -38,6 +39,20 @@ struct EntryRecords: ~Copyable {
     subscript(index: UInt32) -> EntryRecord {
         get { base![Int(index)] }
         nonmutating set { base![Int(index)] = newValue }
+    }
+
+    /// Starts loading record `index`, if there is one.
+    @inline(__always)
+    func prefetch(_ index: UInt32) {
+        guard let base, Int(index) < initialized else { return }
+        profiled_prefetch(base + Int(index))
+    }
+
+    /// The block of record `index`, if there is such a record and it is in use.
+    @inline(__always)
+    func blockIfInUse(_ index: UInt32) -> UnsafeMutableRawPointer? {
+        guard let base, Int(index) < initialized else { return nil }
+        return base[Int(index)].block
     }
 
     var isFull: Bool { freeHead == .noEntry && initialized == capacity }

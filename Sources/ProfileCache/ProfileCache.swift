@@ -113,6 +113,36 @@ public final class ProfileCache: @unchecked Sendable {
         }
     }
 
+    /// Starts bringing into the CPU's cache what looking up each id in `batch` will read, so
+    /// that a burst of lookups waits for memory once rather than three times per id.
+    ///
+    /// A lookup reads a bucket, then the entry record it names, then the entry's block, each
+    /// a likely cache miss that cannot start before the one before it ends. Here each stage
+    /// is run across the whole batch before the next, so a batch's misses overlap. Only a
+    /// hint: it changes nothing, and whatever changes in between costs only a wasted load.
+    public func prefetch(_ batch: UnsafeMutableBufferPointer<PrefetchSlot>) {
+        for i in batch.indices {
+            let hash = hasher.hash(batch[i].key)
+            batch[i].hash = hash
+            let shard = shard(at: shardIndex(for: hash))
+            pthread_mutex_lock(shard.lock)
+            shard.state.pointee.prefetchBucket(hash: hash)
+            pthread_mutex_unlock(shard.lock)
+        }
+        for i in batch.indices {
+            let shard = shard(at: shardIndex(for: batch[i].hash))
+            pthread_mutex_lock(shard.lock)
+            batch[i].entry = shard.state.pointee.prefetchRecord(hash: batch[i].hash)
+            pthread_mutex_unlock(shard.lock)
+        }
+        for i in batch.indices where batch[i].entry != .noEntry {
+            let shard = shard(at: shardIndex(for: batch[i].hash))
+            pthread_mutex_lock(shard.lock)
+            shard.state.pointee.prefetchBlock(entry: batch[i].entry)
+            pthread_mutex_unlock(shard.lock)
+        }
+    }
+
     /// Offers what the store returned after a miss: `reply` is the encoded VALUE line,
     /// nil when the id has no profile.
     ///

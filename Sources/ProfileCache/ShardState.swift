@@ -1,3 +1,4 @@
+import CPrefetch
 import Glibc
 
 /// One shard of the cache: its hash table, entry records, recency lists, byte
@@ -80,6 +81,32 @@ struct ShardState: ~Copyable {
         // every hit. Eviction moves marked entries to the front instead (see `evictionCandidate`).
         if !block.isReferenced { block.isReferenced = true }
         return block.isAbsence ? .absent : .hit(block.reply)
+    }
+
+    // The three stages of `ProfileCache.prefetch`, each starting the load the next one reads.
+
+    @inline(__always)
+    func prefetchBucket(hash: UInt64) {
+        table.prefetchHome(of: UInt32(truncatingIfNeeded: hash))
+    }
+
+    /// Starts loading the record of the likely match for `hash` and returns its index.
+    @inline(__always)
+    func prefetchRecord(hash: UInt64) -> UInt32 {
+        let entry = table.firstCandidate(UInt32(truncatingIfNeeded: hash))
+        if entry != .noEntry { records.prefetch(entry) }
+        return entry
+    }
+
+    /// Starts loading the first lines of `entry`'s block: its header and key, and the reply a
+    /// hit copies (a typical profile's reply fits in the first 128 bytes; a longer one misses
+    /// for its tail).
+    @inline(__always)
+    func prefetchBlock(entry: UInt32) {
+        guard let block = records.blockIfInUse(entry) else { return }
+        profiled_prefetch(block)
+        profiled_prefetch(block + 64)
+        profiled_prefetch(block + 128)
     }
 
     /// Adds `reply` (an absence when nil) unless the epoch moved since `ticketEpoch` or the key

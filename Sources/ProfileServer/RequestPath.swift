@@ -16,6 +16,7 @@ extension Worker {
         var used = 0
         var budget = context.configuration.requestsPerWakeup
         let highWater = context.configuration.outputHighWater
+        prefetchLookups(bytes, count)
         while used < count && budget > 0 && connection.phase == .serving {
             if out.count + connection.queuedOutput >= highWater { break }
             let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)

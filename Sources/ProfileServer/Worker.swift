@@ -51,6 +51,8 @@ final class Worker: @unchecked Sendable {
     var reader: (any ProfileReader)?
     var jobs: [WriteJob] = []
     let maxLine: Int
+    /// The ids `prefetchLookups` gathers, reused by every read.
+    let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
     /// When the current pass over a connection began, and how many requests of each verb it
     /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
     var passStart = 0
@@ -88,6 +90,7 @@ final class Worker: @unchecked Sendable {
         }
         out = ReplyBuffer(capacity: 256 << 10)
         readBuffer = UnsafeMutableRawPointer.allocate(byteCount: maxLine, alignment: 16)
+        lookahead = .allocate(capacity: Self.lookaheadSlots)
     }
 
     deinit {
@@ -97,6 +100,7 @@ final class Worker: @unchecked Sendable {
         event_base_free(base)
         Glibc.close(doorbell)
         readBuffer.deallocate()
+        lookahead.deallocate()
     }
 
     /// Queues a message and rings the doorbell. Any thread.

@@ -73,6 +73,10 @@ import Testing
         var nextVersion = 1
         for _ in 0..<operationsPerThread {
             let roll = Int.random(in: 0..<100, using: &random)
+            if roll % 8 == 0 {
+                // Prefetches race the other threads' stores and fills; they must change nothing.
+                cache.prefetch([ownId(thread, roll), sharedId(roll % sharedKeys), sharedId(roll / 2), ownId(thread, roll + 1)])
+            }
             if roll < 35 {
                 let key = Int.random(in: 0..<ownKeys, using: &random)
                 switch lookup(cache, ownId(thread, key)) {

@@ -37,6 +37,18 @@ import Testing
         #expect(cache.seen("user9999") != .miss)
     }
 
+    @Test func prefetchingChangesNothingNotEvenTheEvictionOrder() {
+        let (cache, oldest) = Self.filled()
+        cache.store("gone", nil)
+        let before = cache.statistics
+        cache.prefetch([Self.ids[oldest], Self.ids[oldest + 1], Self.ids[0], "gone", "", String(repeating: "a", count: 300)]
+            .map { Array($0.utf8) })
+        #expect(cache.statistics == before)
+        cache.store("user9999", replyLine("user9999"))
+        // Unlike a lookup (above), a prefetch gives the oldest no second chance.
+        Self.expectResident(cache, Set(oldest + 1..<Self.ids.count))
+    }
+
     @Test func oneEvictionGivesAtMostMaxSecondChances() {
         let (cache, oldest) = Self.filled()
         let chances = ShardState.maxSecondChances

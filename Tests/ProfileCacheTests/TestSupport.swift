@@ -40,6 +40,18 @@ extension ProfileCache {
         }
     }
 
+    func prefetch(_ ids: [[UInt8]]) {
+        let joined = ids.flatMap { $0 }
+        joined.withUnsafeBytes { all in
+            var offset = 0
+            var slots = ids.map { id in
+                defer { offset += id.count }
+                return PrefetchSlot(key: UnsafeRawBufferPointer(rebasing: all[offset..<offset + id.count]))
+            }
+            slots.withUnsafeMutableBufferPointer { prefetch($0) }
+        }
+    }
+
     func store(_ id: String, _ reply: String?, pinnedIn generation: Int? = nil) {
         store(Array(id.utf8), reply.map { Array($0.utf8) }, pinnedIn: generation)
     }
