@@ -24,12 +24,17 @@ let package = Package(
                        providers: [.apt(["libevent-dev"])]),
         // One inline function: the CPU's prefetch, which Swift does not expose.
         .systemLibrary(name: "CPrefetch"),
+        // Linux calls and constants the Glibc module leaves out (thread priority and names, accept4).
+        .systemLibrary(name: "CLinux"),
+
+        // Threads, locks and the clock, for the modules that run threads of their own.
+        .target(name: "ProfileSystem", dependencies: ["CLinux"]),
 
         .target(name: "ProfileProtocol", swiftSettings: hotPath),
-        .target(name: "ProfileCache", dependencies: ["CPrefetch"], swiftSettings: hotPath),
-        .target(name: "ProfileStore", dependencies: ["CSQLite"], swiftSettings: hotPath),
+        .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
+        .target(name: "ProfileStore", dependencies: ["CSQLite", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileServer",
-                dependencies: ["CLibevent", "ProfileProtocol", "ProfileCache", "ProfileStore"],
+                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "ProfileCache", "ProfileStore"],
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol"]),
         // What profilectl and profilebench do, as libraries their tests can reach.
@@ -46,7 +51,7 @@ let package = Package(
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
         .testTarget(name: "ProfileServerTests",
-                    dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol", "CSQLite", "ProfileTestSupport"]),
+                    dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileSystem", "CSQLite", "ProfileTestSupport"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),
         .testTarget(name: "ProfileAdminTests", dependencies: ["ProfileAdmin", "ProfileClient", "ProfileStore", "ProfileTestSupport"]),
         .testTarget(name: "ProfileBenchTests", dependencies: ["ProfileBench", "ProfileClient", "ProfileTestSupport"]),

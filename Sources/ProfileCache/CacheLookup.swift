@@ -23,16 +23,6 @@ public enum CacheCopy: Sendable {
     case miss(FillTicket)
 }
 
-/// What `ProfileCache.unpin(_:generation:)` let go of.
-///
-/// A plain value; any thread may use it.
-public enum UnpinnedEntry: Sendable, Equatable {
-    /// A profile whose reply line is `replyCount` bytes.
-    case profile(replyCount: Int)
-    /// A remembered absence: the write was a removal.
-    case absence
-}
-
 /// Proof of when a miss happened: the shard and its epoch at that moment.
 ///
 /// Opaque to callers; any thread may carry it to `ProfileCache.fill`.
@@ -53,10 +43,8 @@ public struct CacheStatistics: Sendable, Equatable {
     public var bytes = 0
     /// Entries removed to make room (not those replaced or flushed).
     public var evictions = 0
-    /// The budget `bytes` stays within, but for pinned entries.
+    /// The budget `bytes` stays within.
     public var limitBytes = 0
-    /// Of `items`, how many hold a write not yet folded into the store's table.
-    public var pinnedItems = 0
 }
 
 /// One id of a batch for `ProfileCache.prefetch`, with what its stages learn on the way.

@@ -15,13 +15,10 @@ struct EntryBlock {
         case profileWithIdAfterReply
     }
 
-    /// The kind byte's low bits hold the kind; its top bit marks a pinned entry, the bit below
-    /// it the write-log generation that pinned it, and the next one an entry looked up since
+    /// The kind byte's low bits hold the kind, and its top bit marks an entry looked up since
     /// eviction last passed it.
     static let kindMask: UInt8 = 0x03
-    static let pinnedBit: UInt8 = 0x80
-    static let generationBit: UInt8 = 0x40
-    static let referencedBit: UInt8 = 0x20
+    static let referencedBit: UInt8 = 0x80
 
     static let headerSize = 4
     /// Where a bare id starts in a reply line: after `VALUE `.
@@ -79,21 +76,6 @@ struct EntryBlock {
     var keyLength: Int { Int(base.load(fromByteOffset: 2, as: UInt8.self)) }
     var kind: Kind { Kind(rawValue: base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask)! }
     var isAbsence: Bool { base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask == Kind.absence.rawValue }
-
-    /// The write-log generation (0 or 1) whose unfolded write this entry holds, or nil when
-    /// the store already has it and the entry may be evicted.
-    var pinnedGeneration: Int? {
-        get {
-            let byte = base.load(fromByteOffset: 3, as: UInt8.self)
-            guard byte & Self.pinnedBit != 0 else { return nil }
-            return byte & Self.generationBit == 0 ? 0 : 1
-        }
-        nonmutating set {
-            var byte = base.load(fromByteOffset: 3, as: UInt8.self) & ~(Self.pinnedBit | Self.generationBit)
-            if let newValue { byte |= Self.pinnedBit | (newValue == 0 ? 0 : Self.generationBit) }
-            base.storeBytes(of: byte, toByteOffset: 3, as: UInt8.self)
-        }
-    }
 
     /// Set by a lookup, cleared when eviction gives the entry its second chance.
     var isReferenced: Bool {

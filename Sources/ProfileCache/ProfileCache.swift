@@ -1,4 +1,5 @@
 import Glibc
+import ProfileSystem
 
 /// A byte-bounded LRU from userId to the encoded `VALUE` reply line, or to a
 /// remembered absence, in front of the profile store.
@@ -7,7 +8,7 @@ import Glibc
 /// the id's hash; each shard has its own lock, table, recency list and an equal
 /// share of the byte budget, so threads rarely wait for one another.
 ///
-/// Staleness: `store` and `removeAll` are authoritative and bump the shard's epoch;
+/// Staleness: `update` and `removeAll` are authoritative and bump the shard's epoch;
 /// `fill` only inserts if the epoch is still the one its ticket was issued at, so a
 /// slow reader cannot put back a row older than an acknowledged write.
 public final class ProfileCache: @unchecked Sendable {
@@ -146,7 +147,7 @@ public final class ProfileCache: @unchecked Sendable {
     /// Offers what the store returned after a miss: `reply` is the encoded VALUE line,
     /// nil when the id has no profile.
     ///
-    /// Dropped when a `store` or `removeAll` touched the shard since `ticket` was
+    /// Dropped when an `update` or `removeAll` touched the shard since `ticket` was
     /// issued, or when the id is cached by now.
     public func fill(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?, ticket: FillTicket) {
         let hash = hasher.hash(userId)
@@ -158,33 +159,21 @@ public final class ProfileCache: @unchecked Sendable {
         }
     }
 
-    /// The authoritative update after a committed write: caches `reply`, or an absence
-    /// when it is nil, in place of whatever was cached, and invalidates the shard's
-    /// outstanding fill tickets.
+    /// The authoritative update after a committed write: replaces whatever is cached for
+    /// `userId` with `reply` (the encoded VALUE line, or an absence when nil), and invalidates
+    /// the shard's outstanding fill tickets, so that no read of the store from before the write
+    /// can put an older value back.
     ///
-    /// With `generation`, the entry is pinned: it holds a write that so far only the store's
-    /// write log has, so it is neither evicted nor dropped (it may take the shard over its
-    /// budget) until `unpin(_:generation:)`. The caller bounds how much it pins. Without, a
-    /// reply too large to cache still removes the old entry.
-    public func store(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?, pinnedIn generation: Int? = nil) {
+    /// An id that is not cached stays so (a write does not push out what readers use): a later
+    /// miss reads it from the store. A reply too large to cache still removes the old entry.
+    public func update(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?) {
         let hash = hasher.hash(userId)
         let shard = shard(at: shardIndex(for: hash))
         // The block comes from the shard's slab, so it is made under the lock: a copy of a
         // reply line, shorter than the lookups waiting on it would notice.
         shard.withLock {
-            shard.state.pointee.store(userId, hash: hash, reply: reply, pinnedIn: generation)
+            shard.state.pointee.update(userId, hash: hash, reply: reply)
         }
-    }
-
-    /// Unpins the entry for `userId` if it is pinned in `generation` (0 or 1): the store's
-    /// table has that write now. Returns what was unpinned, nil when nothing was (the id is
-    /// not cached, not pinned, or pinned by a newer write in the other generation).
-    public func unpin(_ userId: UnsafeRawBufferPointer, generation: Int) -> UnpinnedEntry? {
-        let hash = hasher.hash(userId)
-        let shard = shard(at: shardIndex(for: hash))
-        pthread_mutex_lock(shard.lock)
-        defer { pthread_mutex_unlock(shard.lock) }
-        return shard.state.pointee.unpin(userId, hash: hash, generation: generation)
     }
 
     /// Drops every entry (FLUSHALL) and invalidates every outstanding fill ticket.
@@ -211,7 +200,6 @@ public final class ProfileCache: @unchecked Sendable {
                 total.absentItems += state.pointee.absentItems
                 total.bytes += state.pointee.bytes
                 total.evictions += state.pointee.evictions
-                total.pinnedItems += state.pointee.pinnedItems
             }
         }
         return total

@@ -1,5 +1,6 @@
 import CPrefetch
 import Glibc
+import ProfileSystem
 
 /// One shard of the cache: its hash table, entry records, recency lists, byte
 /// accounting and fill epoch.
@@ -36,10 +37,6 @@ struct ShardState: ~Copyable {
     private(set) var items = 0
     private(set) var absentItems = 0
     private(set) var evictions = 0
-    /// Entries holding a write the store has only in its write log: never evicted, and
-    /// admitted even over budget (the writer bounds how many there are).
-    private(set) var pinnedItems = 0
-    private(set) var pinnedAbsences = 0
 
     init(index: UInt32, hasher: KeyHasher, budget: Int, pool: PagePool, epoch: UInt64 = 0) {
         self.index = index
@@ -128,33 +125,15 @@ struct ShardState: ~Copyable {
 
     /// Replaces whatever is cached for `key` with `reply` (an absence when nil), or just
     /// removes it when no block can hold them (a reply too large to cache must still not leave
-    /// the old one behind). A block pinned in a generation stays until `unpin` of it in that generation.
-    mutating func store(_ key: UnsafeRawBufferPointer, hash: UInt64, reply: UnsafeRawBufferPointer?,
-                        pinnedIn generation: Int?) {
+    /// the old one behind); a key not cached stays so. Invalidates every outstanding ticket of
+    /// the shard either way.
+    mutating func update(_ key: UnsafeRawBufferPointer, hash: UInt64, reply: UnsafeRawBufferPointer?) {
         epoch &+= 1
-        if let found = find(key, hash: hash) {
-            remove(found)
-        }
+        guard let found = find(key, hash: hash) else { return }
+        remove(found)
         if let block = makeBlock(key, reply: reply) {
-            block.pinnedGeneration = generation
             admit(block, hash: hash)
         }
-    }
-
-    /// Lets the entry for `key` be evicted again if it is pinned in `generation`: the store
-    /// has merged that generation's write of it into its table. An entry pinned in the other
-    /// generation holds a newer write, which stays pinned.
-    mutating func unpin(_ key: UnsafeRawBufferPointer, hash: UInt64, generation: Int) -> UnpinnedEntry? {
-        guard pinnedItems > 0, let found = find(key, hash: hash) else { return nil }
-        let block = EntryBlock(records[found.entry].block!)
-        guard block.pinnedGeneration == generation else { return nil }
-        block.pinnedGeneration = nil
-        pinnedItems -= 1
-        guard !block.isAbsence else {
-            pinnedAbsences -= 1
-            return .absence
-        }
-        return .profile(replyCount: block.replyLength)
     }
 
     private var recencyLinks: RecencyLinks { RecencyLinks(records: records.base!) }
@@ -168,30 +147,27 @@ struct ShardState: ~Copyable {
         }
     }
 
-    /// Links `block` in as the most recently used entry, evicting unpinned entries as
-    /// needed; drops it when it cannot fit even in an otherwise empty shard. A pinned block
-    /// is never dropped: when only pinned entries are left it goes in over budget.
+    /// Links `block` in as the most recently used entry, evicting entries as needed; drops it
+    /// when it cannot fit even in an otherwise empty shard.
     private mutating func admit(_ block: EntryBlock, hash: UInt64) {
         let cost = block.footprint
         let absenceCharge = cost + Self.absenceOverhead
-        let pinned = block.pinnedGeneration != nil
-        guard pinned || (cost <= budget - table.footprint - records.footprint
-                         && (!block.isAbsence || absenceCharge <= absenceBudget)) else {
+        guard cost <= budget - table.footprint - records.footprint
+                && (!block.isAbsence || absenceCharge <= absenceBudget) else {
             block.release(to: &slab)
             return
         }
         if block.isAbsence {
             while absenceBytes + absenceCharge > absenceBudget {
-                let links = absentItems > pinnedAbsences ? absenceLinks : nil
+                let links = absentItems > 0 ? absenceLinks : nil
                 guard let links, let victim = Self.evictionCandidate(of: &absences, links, records: records.base!) else {
-                    if pinned { break }
                     block.release(to: &slab)
                     return
                 }
                 evict(victim)
             }
         }
-        guard makeRoom(for: cost, pinned: pinned) else {
+        guard makeRoom(for: cost) else {
             block.release(to: &slab)
             return
         }
@@ -200,10 +176,6 @@ struct ShardState: ~Copyable {
         recency.pushFront(entry, recencyLinks)
         items += 1
         bytes += cost
-        if pinned {
-            pinnedItems += 1
-            if block.isAbsence { pinnedAbsences += 1 }
-        }
         if block.isAbsence {
             absences.pushFront(entry, absenceLinks)
             absentItems += 1
@@ -211,20 +183,19 @@ struct ShardState: ~Copyable {
         }
     }
 
-    /// Evicts least recently used unpinned entries until a block of `cost` bytes fits,
-    /// growing the table or the records first when they are full and the growth itself fits
-    /// (always, for a pinned block, which must go in).
-    private mutating func makeRoom(for cost: Int, pinned: Bool) -> Bool {
+    /// Evicts least recently used entries until a block of `cost` bytes fits, growing the
+    /// table or the records first when they are full and the growth itself fits.
+    private mutating func makeRoom(for cost: Int) -> Bool {
         while true {
             if table.needsGrowth(toHold: items + 1) {
-                if pinned || bytes - table.footprint + table.footprintAfterGrowth + cost <= budget {
+                if bytes - table.footprint + table.footprintAfterGrowth + cost <= budget {
                     bytes -= table.footprint
                     table.grow()
                     bytes += table.footprint
                     continue
                 }
             } else if records.isFull {
-                if pinned || bytes - records.footprint + records.footprintAfterGrowth + cost <= budget {
+                if bytes - records.footprint + records.footprintAfterGrowth + cost <= budget {
                     bytes -= records.footprint
                     records.grow()
                     bytes += records.footprint
@@ -233,9 +204,9 @@ struct ShardState: ~Copyable {
             } else if bytes + cost <= budget {
                 return true
             }
-            let links = items > pinnedItems ? recencyLinks : nil
+            let links = items > 0 ? recencyLinks : nil
             guard let links, let victim = Self.evictionCandidate(of: &recency, links, records: records.base!) else {
-                return pinned
+                return false
             }
             evict(victim)
         }
@@ -245,23 +216,19 @@ struct ShardState: ~Copyable {
     /// tail whatever it is: bounds the time an eviction holds the shard's lock.
     static let maxSecondChances = 32
 
-    /// The entry to evict from `list`: the one nearest its tail that is unpinned and was not
-    /// looked up since eviction last passed it (second chance, as in CLOCK: a lookup marks an
-    /// entry, and eviction moves marked ones to the head, unmarked). After
-    /// `maxSecondChances` marked entries the next unpinned one goes regardless. Pinned
-    /// entries met at the tail move to the head, so the next search does not pass them again.
-    /// The caller has made sure there is an unpinned entry.
+    /// The entry to evict from `list`: the one nearest its tail that was not looked up since
+    /// eviction last passed it (second chance, as in CLOCK: a lookup marks an entry, and
+    /// eviction moves marked ones to the head, unmarked). After `maxSecondChances` marked
+    /// entries the next one goes regardless.
     private static func evictionCandidate(of list: inout RecencyList, _ links: some EntryLinks,
                                           records: UnsafeMutablePointer<EntryRecord>) -> UInt32? {
         var secondChances = 0
         while list.tail != .noEntry {
             let tail = list.tail
             let block = EntryBlock(records[Int(tail)].block!)
-            if block.pinnedGeneration == nil {
-                guard block.isReferenced && secondChances < maxSecondChances else { return tail }
-                block.isReferenced = false
-                secondChances += 1
-            }
+            guard block.isReferenced && secondChances < maxSecondChances else { return tail }
+            block.isReferenced = false
+            secondChances += 1
             list.moveToFront(tail, links)
         }
         return nil
@@ -277,10 +244,6 @@ struct ShardState: ~Copyable {
     private mutating func remove(_ found: (position: Int, entry: UInt32)) {
         let block = EntryBlock(records[found.entry].block!)
         let cost = block.footprint
-        if block.pinnedGeneration != nil {
-            pinnedItems -= 1
-            if block.isAbsence { pinnedAbsences -= 1 }
-        }
         table.remove(at: found.position)
         recency.remove(found.entry, recencyLinks)
         if block.isAbsence {
@@ -305,8 +268,6 @@ extension ShardState {
         }
         var seen = Set<UInt32>()
         var blockBytes = 0
-        var pinnedSeen = 0
-        var pinnedAbsencesSeen = 0
         var absenceCharges = 0
         var absentSeen = 0
         var previous = UInt32.noEntry
@@ -320,10 +281,6 @@ extension ShardState {
             let block = EntryBlock(base)
             check(records[entry].previous == previous, "entry \(entry) has a wrong previous link")
             blockBytes += block.footprint
-            if block.pinnedGeneration != nil {
-                pinnedSeen += 1
-                if block.isAbsence { pinnedAbsencesSeen += 1 }
-            }
             if block.isAbsence {
                 absentSeen += 1
                 absenceCharges += block.footprint + Self.absenceOverhead
@@ -334,16 +291,14 @@ extension ShardState {
             entry = records[entry].next
         }
         check(recency.tail == previous, "recency tail is not the last entry")
-        check(pinnedSeen == pinnedItems, "\(pinnedSeen) pinned entries listed, \(pinnedItems) counted")
-        check(pinnedAbsencesSeen == pinnedAbsences, "\(pinnedAbsencesSeen) pinned absences listed, \(pinnedAbsences) counted")
         check(seen.count == items, "\(seen.count) entries listed, \(items) counted")
         check(table.occupiedBuckets == items, "\(table.occupiedBuckets) buckets used for \(items) entries")
         check(absentSeen == absentItems, "\(absentSeen) absences listed, \(absentItems) counted")
         check(absenceCharges == absenceBytes, "absences charged \(absenceBytes), sum to \(absenceCharges)")
-        check(absenceBytes <= absenceBudget || pinnedAbsences > 0, "absences take \(absenceBytes) of \(absenceBudget)")
+        check(absenceBytes <= absenceBudget, "absences take \(absenceBytes) of \(absenceBudget)")
         let structureBytes = table.footprint + records.footprint
         check(blockBytes + structureBytes == bytes, "bytes counted \(bytes), held \(blockBytes + structureBytes)")
-        check(bytes <= budget || pinnedItems > 0, "bytes \(bytes) over budget \(budget)")
+        check(bytes <= budget, "bytes \(bytes) over budget \(budget)")
 
         var absenceCount = 0
         previous = .noEntry

@@ -13,6 +13,8 @@ public struct ServerConfiguration: Sendable {
     /// Database path; nil means the default location (see `SQLiteProfileStore.defaultPath`).
     public var databasePath: String? = nil
     public var cacheMegabytes: Int = 256
+    /// Memory for writes committed and not yet merged into the store's table, in MiB.
+    public var writeBufferMegabytes: Int = 128
     /// Worker threads; 0 means one per core.
     public var threads: Int = 0
     public var tokensPath: String? = nil

@@ -26,9 +26,6 @@ final class Connection {
     /// Writes sent to the writer and not answered yet. While there are any, only more writes
     /// are taken from the input, so replies keep request order.
     var writesInFlight = 0
-    /// A COUNT, RECENT, SCAN or STATS waits for the table to catch up with the write log (a barrier
-    /// job is with the writer); every later line waits behind it.
-    var barrierInFlight = false
     /// The peer shut down its sending side: answer what arrived, then close.
     var peerClosed = false
 

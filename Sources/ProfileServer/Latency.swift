@@ -50,11 +50,3 @@ final class LatencyHistograms: Sendable {
 
     static var bucketCount: Int { bucketsPerVerb }
 }
-
-/// Monotonic time in nanoseconds.
-@inline(__always)
-func monotonicNanos() -> Int {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return now.tv_sec * 1_000_000_000 + now.tv_nsec
-}

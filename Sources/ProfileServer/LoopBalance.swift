@@ -1,4 +1,5 @@
 import CLibevent
+import CLinux
 import Glibc
 import Synchronization
 

@@ -23,29 +23,32 @@ let prometheusNames: [(stat: String, metric: String, type: String, help: String)
     ("errors", "profiled_errors_total", "counter", "ERROR replies sent."),
     ("threads", "profiled_threads", "gauge", "Worker threads."),
     ("loop_moves", "profiled_connection_moves_total", "counter", "Connections handed from one event loop to another."),
-    ("cache_pinned_items", "profiled_cache_pinned_items", "gauge",
-     "LRU entries holding writes the profile table does not have yet; never evicted."),
     ("unmerged_writes", "profiled_unmerged_writes", "gauge",
-     "Writes committed to the write log whose merge into the profile table has not finished."),
+     "Writes committed to the write log and not yet merged into the profile table."),
+    ("write_buffer_bytes", "profiled_write_buffer_bytes", "gauge",
+     "Memory the writes not yet merged into the profile table take."),
+    ("write_buffer_limit_bytes", "profiled_write_buffer_limit_bytes", "gauge",
+     "The write buffer's limit (--write-buffer-mb); commits slow down past half of it."),
+    ("write_delays", "profiled_write_delays_total", "counter",
+     "Group commits held back because merging into the profile table fell behind."),
+    ("write_delay_ms", "profiled_write_delay_milliseconds_total", "counter",
+     "Time group commits were held back, in milliseconds."),
+    ("merges", "profiled_merges_total", "counter", "Merges of the write buffer into the profile table."),
+    ("merged_rows", "profiled_merged_rows_total", "counter", "Rows merges wrote into the profile table."),
 ]
 
 /// /metrics and /healthz over HTTP, with libevent's evhttp on the acceptor's event loop.
 ///
-/// Used on the main thread only. Formatting reads the workers' published counters and the
-/// cache's statistics; it takes no lock that the request path waits on.
+/// Used on the main thread only. Neither runs SQL: formatting reads the workers' published
+/// counters, the cache's statistics and the store's counters, and health is what the store
+/// last found.
 final class MetricsServer {
     private let http: OpaquePointer
     private let context: ServerContext
-    private let reader: any ProfileReader
     let address: String
 
     init(base: OpaquePointer, host: String, port: UInt16, context: ServerContext) throws(StartupError) {
         self.context = context
-        do {
-            reader = try context.store.makeReader()
-        } catch {
-            throw StartupError("cannot open a store reader for /healthz: \(error)")
-        }
         guard let http = evhttp_new(base) else { throw StartupError("cannot create the metrics HTTP server") }
         self.http = http
         guard let bound = evhttp_bind_socket_with_handle(http, host, port) else {
@@ -64,20 +67,12 @@ final class MetricsServer {
         let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
         switch path {
         case "/metrics":
-            do {
-                let text = try exposition()
-                send(request, 200, "OK", text, contentType: "text/plain; version=0.0.4; charset=utf-8")
-            } catch {
-                send(request, 503, "Service Unavailable", "store unavailable: \(error)\n", contentType: "text/plain")
-            }
+            send(request, 200, "OK", exposition(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         case "/healthz":
-            do {
-                // A trivial query: the store opens a read transaction and answers.
-                try reader.lookup(UnsafeRawBufferPointer(start: nil, count: 0)) { _ in }
+            if let reason = context.writePath.unhealthyReason {
+                send(request, 503, "Service Unavailable", "store unavailable: \(oneLine(reason))\n", contentType: "text/plain")
+            } else {
                 send(request, 200, "OK", "ok\n", contentType: "text/plain")
-            } catch {
-                Log.warn("health check failed", ["error": "\(error)"])
-                send(request, 503, "Service Unavailable", "store unavailable: \(oneLine("\(error)"))\n", contentType: "text/plain")
             }
         default:
             send(request, 404, "Not Found", "not found: try /metrics or /healthz\n", contentType: "text/plain")
@@ -95,8 +90,8 @@ final class MetricsServer {
     }
 
     /// The Prometheus text exposition format, version 0.0.4.
-    func exposition() throws -> String {
-        let snapshot = context.snapshot(storeRows: try reader.count())
+    func exposition() -> String {
+        let snapshot = context.snapshot()
         var values: [String: Int] = [:]
         for (name, value) in snapshot.values { values[name.description] = value }
         var text = ""

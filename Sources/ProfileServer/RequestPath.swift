@@ -55,8 +55,6 @@ extension Worker {
     /// for the connection's writes in flight (only further writes may overtake nothing: they
     /// are queued behind them and answered in order).
     private func serveLine(_ line: UnsafeMutableRawBufferPointer, on connection: Connection) -> Bool {
-        // Nothing overtakes a read waiting for the table, not even a write it must not see.
-        if connection.barrierInFlight { return false }
         let waiting = connection.writesInFlight > 0
         // A plain GET needs neither the tokenizer nor the argument checks (see `plainGetUserId`).
         if !waiting && connection.role >= Verb.get.requiredRole,
@@ -91,7 +89,7 @@ extension Worker {
             reply(error: error, to: connection)
         case .success(let command):
             execute(command, on: connection)
-            if !verb.isWrite && !connection.barrierInFlight { countPassVerb(verb) }
+            if !verb.isWrite { countPassVerb(verb) }
         }
         return true
     }
@@ -124,13 +122,30 @@ extension Worker {
                 failStore(since: mark, on: connection, error)
             }
         case .count:
-            readTable(.count, after: nil, connection)
+            reserve(32, connection)
+            out.append("COUNT ")
+            out.appendDecimal(context.writePath.rowCount)
+            out.appendByte(0x0A)
         case .recent(let limit):
-            readTable(.recent(limit: limit), after: nil, connection)
+            let mark = Mark(self, connection)
+            do {
+                try reader!.recent(limit: limit) { row in appendValueLine(row, connection) }
+                reserve(4, connection)
+                out.append("END\n")
+            } catch {
+                failStore(since: mark, on: connection, error)
+            }
         case .scan(let after, let limit):
-            readTable(.scan(limit: limit), after: after, connection)
+            let mark = Mark(self, connection)
+            do {
+                try reader!.scan(after: after, limit: limit) { row in appendValueLine(row, connection) }
+                reserve(4, connection)
+                out.append("END\n")
+            } catch {
+                failStore(since: mark, on: connection, error)
+            }
         case .stats:
-            readTable(.stats, after: nil, connection)
+            writeStatistics(connection)
         case .auth(let token):
             authenticate(token, connection)
         case .quit:
@@ -150,59 +165,6 @@ extension Worker {
             enqueue(.del, arguments: 1, connection)
         case .flushall:
             enqueue(.flushAll, arguments: 0, connection)
-        }
-    }
-
-    /// COUNT, RECENT, SCAN and STATS (its store_rows) read the table, which may lack writes the write log has: then
-    /// the read waits behind a barrier, as a read waits behind writes, and is served when the
-    /// table has every write committed before it (`serveTableRead` from `writeAnswer`).
-    private func readTable(_ read: WriteJob.TableRead, after: UnsafeRawBufferPointer?, _ connection: Connection) {
-        guard context.writer.hasUnfoldedWrites else {
-            return serveTableRead(read, after: after, connection)
-        }
-        let arguments = after.map { [$0] } ?? []
-        jobs.append(WriteJob(connection: connection, operation: .barrier(read), arguments: arguments.count) { arguments[$0] })
-        connection.writesInFlight += 1
-        connection.barrierInFlight = true
-    }
-
-    func serveTableRead(_ read: WriteJob.TableRead, after: UnsafeRawBufferPointer?, _ connection: Connection) {
-        switch read {
-        case .count:
-            do {
-                try beginReadTransaction()
-                let rows = try reader!.count()
-                reserve(32, connection)
-                out.append("COUNT ")
-                out.appendDecimal(rows)
-                out.appendByte(0x0A)
-            } catch {
-                reply(storeError: error, to: connection)
-            }
-        case .recent(let limit):
-            let mark = Mark(self, connection)
-            do {
-                try beginReadTransaction()
-                try reader!.recent(limit: limit) { row in appendValueLine(row, connection) }
-                reserve(4, connection)
-                out.append("END\n")
-            } catch {
-                failStore(since: mark, on: connection, error)
-            }
-        case .stats:
-            writeStatistics(connection)
-        case .scan(let limit):
-            let mark = Mark(self, connection)
-            do {
-                try beginReadTransaction()
-                try reader!.scan(after: after ?? UnsafeRawBufferPointer(start: nil, count: 0), limit: limit) { row in
-                    appendValueLine(row, connection)
-                }
-                reserve(4, connection)
-                out.append("END\n")
-            } catch {
-                failStore(since: mark, on: connection, error)
-            }
         }
     }
 
@@ -247,9 +209,8 @@ extension Worker {
             counters.cacheMisses += 1
             try beginReadTransaction()
             try reader!.lookup(userId) { row in
-                let mayFill = snapshotIsCurrent
                 guard let row else {
-                    if mayFill { context.cache.fill(userId, reply: nil, ticket: ticket) }
+                    context.cache.fill(userId, reply: nil, ticket: ticket)
                     counters.getMisses += 1
                     appendAbsent(userId, exists: exists, connection)
                     return
@@ -259,9 +220,7 @@ extension Worker {
                 reserveValueLine(row, connection)
                 let written = ReplyEncoder.writeValueLine(userId: row.userId, name: row.name,
                                                           portraitUri: row.portraitUri, to: out.end)
-                if mayFill {
-                    context.cache.fill(userId, reply: UnsafeRawBufferPointer(start: out.end, count: written), ticket: ticket)
-                }
+                context.cache.fill(userId, reply: UnsafeRawBufferPointer(start: out.end, count: written), ticket: ticket)
                 if exists {
                     reserve(4, connection)
                     out.append("YES\n")
@@ -310,10 +269,20 @@ extension Worker {
         out.count += error.write(to: out.end)
     }
 
+    /// ERROR STORE with the reason, which names no file of the server; the log gets the whole error.
     func reply(storeError: any Error, to connection: Connection) {
+        if let error = storeError as? StoreError {
+            Log.warn("a read of the store failed", ["error": "\(error)"])
+            reply(storeFailure: error.reason, to: connection)
+        } else {
+            reply(storeFailure: "\(storeError)", to: connection)
+        }
+    }
+
+    func reply(storeFailure reason: String, to connection: Connection) {
         counters.errors += 1
         var line: [UInt8] = Array("ERROR STORE ".utf8)
-        line.append(contentsOf: oneLine("\(storeError)").utf8.prefix(1024))
+        line.append(contentsOf: oneLine(reason).utf8.prefix(1024))
         line.append(0x0A)
         reserve(line.count, connection)
         line.withUnsafeBytes { out.append($0) }
@@ -362,8 +331,6 @@ extension Worker {
 
     func writeAnswer(_ job: WriteJob) -> Void {
         let connection = job.connection
-        // Answered either way: the lines behind it may go on.
-        if case .barrier = job.operation { connection.barrierInFlight = false }
         switch job.outcome {
         case .stored:
             reserve(7, connection)
@@ -382,15 +349,10 @@ extension Worker {
         case .flushed:
             reserve(3, connection)
             out.append("OK\n")
-        case .barrierPassed:
-            guard case .barrier(let read) = job.operation else { preconditionFailure("only a barrier passes") }
-            job.withArguments { argument in
-                serveTableRead(read, after: job.argumentCount > 0 ? argument(0) : nil, connection)
-            }
         case .notFound:
-            job.withArguments { argument in appendAbsent(argument(0), exists: false, connection) }
+            appendAbsent(job.argument(0), exists: false, connection)
         case .failed(let reason):
-            reply(storeError: StoreFailure(reason: reason), to: connection)
+            reply(storeFailure: reason, to: connection)
         case .pending:
             preconditionFailure("a write job came back unanswered")
         }
@@ -398,14 +360,7 @@ extension Worker {
 
     func writeStatistics(_ connection: Connection) {
         context.workerStatistics[index].publish(counters)
-        let storeRows: Int
-        do {
-            try beginReadTransaction()
-            storeRows = try reader!.count()
-        } catch {
-            return reply(storeError: error, to: connection)
-        }
-        for (name, value) in context.snapshot(storeRows: storeRows).values {
+        for (name, value) in context.snapshot().values {
             reserve(64, connection)
             out.append("STAT ")
             out.append(name)
@@ -416,10 +371,4 @@ extension Worker {
         reserve(4, connection)
         out.append("END\n")
     }
-}
-
-/// A store failure the writer thread reported for a job.
-struct StoreFailure: Error, CustomStringConvertible {
-    var reason: String
-    var description: String { reason }
 }

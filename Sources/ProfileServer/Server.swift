@@ -1,8 +1,10 @@
 import CLibevent
+import CLinux
 import Glibc
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
+import ProfileSystem
 
 /// A server that could not start: one clear sentence for the operator. A plain value; any
 /// thread may use it.
@@ -14,21 +16,11 @@ public struct StartupError: Error, CustomStringConvertible, Sendable {
 /// profiled: the acceptor, the workers and the writer, from start to clean stop.
 ///
 /// Create and `run` it on the main thread; `run` returns after SIGTERM or SIGINT once every
-/// request that arrived is answered, the last writes are committed and the WAL is checkpointed.
+/// request that arrived is answered, the last writes are committed, merged into the table and
+/// the WAL is checkpointed.
 public final class Server {
     private let configuration: ServerConfiguration
     private let context: ServerContext
-    /// The table's writer, for the folder's last checkpoint at shutdown.
-    private let storeWriter: any ProfileWriter
-    /// The checkpointer thread's, for the database and for the write log.
-    private let checkpointWriter: any ProfileWriter
-    private let logCheckpointer: any WriteLogCheckpointer
-    /// The writer thread's: appends to the write log, and reads the table for UPDATE and DEL.
-    private let logWriter: any WriteLogWriter
-    private let writerReader: any ProfileReader
-    /// The folder thread's.
-    private let logFolder: any WriteLogFolder
-    private let checkpointer = Checkpointer()
     private var workers: [Worker] = []
     private var listeners: [(fd: Int32, event: OpaquePointer?)] = []
     private let base: OpaquePointer
@@ -59,31 +51,23 @@ public final class Server {
 
         let path = configuration.databasePath ?? SQLiteProfileStore.defaultPath { getenv($0).map { String(cString: $0) } }
         let store: SQLiteProfileStore
+        let writePath: any ProfileWritePath
         do {
             store = try SQLiteProfileStore(path: path, synchronous: configuration.synchronous,
                                            busyTimeoutMilliseconds: configuration.busyTimeoutMilliseconds,
-                                           writerCacheMebibytes: configuration.writerCacheMebibytes)
-            storeWriter = try store.makeWriter()
-            checkpointWriter = try store.makeWriter()
-            logCheckpointer = try store.makeWriteLogCheckpointer()
-            logWriter = try store.makeWriteLogWriter()
-            writerReader = try store.makeReader()
-            logFolder = try store.makeWriteLogFolder()
+                                           writerCacheMebibytes: configuration.writerCacheMebibytes,
+                                           writeBufferBytes: configuration.writeBufferMegabytes * 1_048_576)
+            writePath = try store.openWritePath { message, error in Log.warn(message, ["error": error]) }
         } catch {
             throw StartupError("\(error)")
         }
-        let cacheBytes = configuration.cacheMegabytes * 1_048_576
-        let cache = ProfileCache(limitBytes: cacheBytes)
+        let cache = ProfileCache(limitBytes: configuration.cacheMegabytes * 1_048_576)
         let statistics = ServerStatistics()
-        // Writes not yet folded stay pinned in the cache; up to half of it before new writes
-        // wait for a fold, at least 8 MiB, and at most 128 MiB: a stop merges what is pinned,
-        // and 128 MiB of writes (about 650,000 profiles) merge in about 10 s on 2 cores.
-        let pinLimit = min(max(cacheBytes / 2, 8 << 20), 128 << 20)
-        let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: pinLimit,
-                                      lastSequence: logWriter.lastSequence)
+        let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
         let threads = configuration.threads > 0 ? configuration.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        context = ServerContext(configuration: configuration, cache: cache, store: store, writer: writer,
-                                tokens: TokenRegistry(tokenTable), statistics: statistics, workerCount: threads)
+        context = ServerContext(configuration: configuration, cache: cache, store: store, writePath: writePath,
+                                writer: writer, tokens: TokenRegistry(tokenTable), statistics: statistics,
+                                workerCount: threads)
 
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
@@ -120,7 +104,8 @@ public final class Server {
             }
         }
         raiseFileLimit(toFit: configuration.maxConnections)
-        Log.info("store opened", ["path": path, "sync": configuration.synchronous == .full ? "full" : "normal"])
+        Log.info("store opened", ["path": path, "sync": configuration.synchronous == .full ? "full" : "normal",
+                                  "write_buffer_mb": "\(configuration.writeBufferMegabytes)"])
         Log.info("cache ready", ["limit_mb": "\(configuration.cacheMegabytes)", "threads": "\(threads)"])
     }
 
@@ -145,20 +130,7 @@ public final class Server {
         sigaddset(&stopSignals, SIGHUP)
         pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         let context = self.context
-        // Each connection moves to a worker's thread; nothing here touches it again.
-        nonisolated(unsafe) let logWriter = self.logWriter
-        nonisolated(unsafe) let writerReader = self.writerReader
-        let writerThread = startThread("writer") { context.writer.run(log: logWriter, reader: writerReader) }
-        nonisolated(unsafe) let logFolder = self.logFolder
-        nonisolated(unsafe) let storeWriter = self.storeWriter
-        let folderThread = startThread("folder") { context.writer.runFolder(folder: logFolder, writer: storeWriter) }
-        nonisolated(unsafe) let checkpointWriter = self.checkpointWriter
-        nonisolated(unsafe) let logCheckpointer = self.logCheckpointer
-        let checkpointer = self.checkpointer
-        let checkpointerThread = startThread("checkpointer") {
-            checkpointer.run([("database", checkpointWriter.checkpointWithoutWaiting),
-                              ("write log", logCheckpointer.checkpointWithoutWaiting)])
-        }
+        let writerThread = startThread("writer") { context.writer.run() }
         var workerThreads: [pthread_t] = []
         for worker in workers {
             workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })
@@ -186,14 +158,14 @@ public final class Server {
         Log.info("stopping: answering what arrived, then committing")
         for worker in workers { worker.post(.stop) }
         for thread in workerThreads { pthread_join(thread, nil) }
-        // The last checkpoint, at the writer's exit, must not race a background one.
-        checkpointer.stop()
-        pthread_join(checkpointerThread, nil)
         context.writer.stop()
         pthread_join(writerThread, nil)
-        // Then the folder merges what is left of the log into the table and checkpoints.
-        context.writer.stopFolder()
-        pthread_join(folderThread, nil)
+        // Then what is left of the write log goes into the table, and the WAL into the file.
+        do {
+            try context.writePath.close()
+        } catch {
+            Log.warn("merging the write log at shutdown failed; the next start merges it", ["error": "\(error)"])
+        }
         workers.removeAll()
         Log.info("stopped")
     }

@@ -8,6 +8,7 @@ final class ServerContext: Sendable {
     let configuration: ServerConfiguration
     let cache: ProfileCache
     let store: any ProfileStore
+    let writePath: any ProfileWritePath
     let writer: WriteCoordinator
     let tokens: TokenRegistry
     let statistics: ServerStatistics
@@ -19,10 +20,12 @@ final class ServerContext: Sendable {
     let loops: LoopLoads
 
     init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
-         writer: WriteCoordinator, tokens: TokenRegistry, statistics: ServerStatistics, workerCount: Int) {
+         writePath: any ProfileWritePath, writer: WriteCoordinator, tokens: TokenRegistry,
+         statistics: ServerStatistics, workerCount: Int) {
         self.configuration = configuration
         self.cache = cache
         self.store = store
+        self.writePath = writePath
         self.writer = writer
         self.tokens = tokens
         self.statistics = statistics
@@ -38,9 +41,10 @@ struct StatisticsSnapshot {
 }
 
 extension ServerContext {
-    /// Sums every worker's published counters with the server-wide ones. Any thread; takes no
-    /// lock the request path holds (the cache's statistics lock each shard briefly, one at a time).
-    func snapshot(storeRows: Int) -> StatisticsSnapshot {
+    /// Sums every worker's published counters with the server-wide ones. Any thread; runs no
+    /// SQL and takes no lock the request path holds for long (the cache's statistics lock each
+    /// shard briefly, one at a time, and the store's its write buffer).
+    func snapshot() -> StatisticsSnapshot {
         var lookups = 0, hits = 0, misses = 0, cacheHits = 0, cacheMisses = 0, errors = 0
         for worker in workerStatistics {
             lookups += worker.getLookups.load(ordering: .relaxed)
@@ -51,6 +55,7 @@ extension ServerContext {
             errors += worker.errors.load(ordering: .relaxed)
         }
         let cache = self.cache.statistics
+        let writes = writePath.statistics
         return StatisticsSnapshot(values: [
             ("uptime_seconds", statistics.uptimeSeconds),
             ("curr_connections", statistics.currentConnections.load(ordering: .relaxed)),
@@ -66,12 +71,17 @@ extension ServerContext {
             ("cache_limit_bytes", cache.limitBytes),
             ("cmd_set", statistics.profilesWritten.load(ordering: .relaxed)),
             ("cmd_del", statistics.profilesDeleted.load(ordering: .relaxed)),
-            ("store_rows", storeRows),
+            ("store_rows", writePath.rowCount),
             ("errors", errors + statistics.refusedErrors.load(ordering: .relaxed)),
             ("threads", workerStatistics.count),
             ("loop_moves", loops.moves.load(ordering: .relaxed)),
-            ("cache_pinned_items", cache.pinnedItems),
-            ("unmerged_writes", writer.unmergedWrites),
+            ("unmerged_writes", writes.unmergedWrites),
+            ("write_buffer_bytes", writes.bufferBytes),
+            ("write_buffer_limit_bytes", writes.bufferLimitBytes),
+            ("write_delays", writes.delayedCommits),
+            ("write_delay_ms", writes.delayNanoseconds / 1_000_000),
+            ("merges", writes.merges),
+            ("merged_rows", writes.mergedRows),
         ])
     }
 }

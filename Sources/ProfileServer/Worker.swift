@@ -1,5 +1,6 @@
 import CLibevent
 import Glibc
+import ProfileSystem
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
@@ -61,10 +62,9 @@ final class Worker: @unchecked Sendable {
     var passVerbsSeen: UInt32 = 0
     /// Requests answered since the start, for `LoopSampler`.
     var requestsAnswered = 0
-    /// Cache misses in one pass share one read transaction; `snapshotBatches` is the writer's
-    /// publish count read before it began (see `WriteCoordinator.publishedBatches`).
+    /// Cache misses in one pass share one read transaction (the reader renews it when the
+    /// store's table moved on meanwhile).
     var readTransactionOpen = false
-    var snapshotBatches = 0
 
     /// - Parameter reader: the worker's own connection for cache misses, opened by the caller
     ///   so that a store that cannot be read fails the start, not a worker thread later.
@@ -370,15 +370,9 @@ final class Worker: @unchecked Sendable {
         updateInterest(connection)
     }
 
-    /// Opens the pass's read transaction, or a new one when the writer published since the
-    /// open one began: a fold may have unpinned, and the cache evicted, an entry whose write
-    /// that older snapshot of the table lacks.
+    /// Opens the pass's read transaction, once.
     func beginReadTransaction() throws {
-        if readTransactionOpen {
-            guard !snapshotIsCurrent else { return }
-            endReadTransaction()
-        }
-        snapshotBatches = context.writer.publishedBatches.load(ordering: .acquiring)
+        guard !readTransactionOpen else { return }
         try reader!.beginRead()
         readTransactionOpen = true
     }
@@ -388,12 +382,6 @@ final class Worker: @unchecked Sendable {
         guard readTransactionOpen else { return }
         reader!.endRead()
         readTransactionOpen = false
-    }
-
-    /// Whether values read in this pass's snapshot may go into the cache: no commit was
-    /// published since the snapshot began.
-    var snapshotIsCurrent: Bool {
-        context.writer.publishedBatches.load(ordering: .acquiring) == snapshotBatches
     }
 
     private func recordPassLatency() {

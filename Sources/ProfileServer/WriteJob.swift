@@ -1,37 +1,18 @@
 import ProfileProtocol
+import ProfileStore
 
-/// One write request on its way to the writer thread and back.
+/// One write request on its way to the writer thread and back: a unit of the store's write
+/// path, all of whose operations commit together.
 ///
 /// Created by a worker, executed by the writer, answered by the same worker: each side
 /// touches it only while the other cannot (the queue hand-offs order the accesses).
-final class WriteJob: @unchecked Sendable {
+final class WriteJob: WriteUnit, @unchecked Sendable {
     enum Operation {
         case set
         case mset(triples: Int)
         case update(hasName: Bool, hasPortraitUri: Bool)
         case del
         case flushAll
-        /// Not a write: COUNT, RECENT, SCAN or STATS waiting until the table has every write
-        /// committed before it (they read the table, which lags the write log); the worker
-        /// serves the read when it is answered. SCAN's `after` is the job's argument.
-        case barrier(TableRead)
-    }
-
-    enum TableRead {
-        case count
-        case recent(limit: Int)
-        case scan(limit: Int)
-        /// STATS, for its store_rows.
-        case stats
-
-        var verb: Verb {
-            switch self {
-            case .count: .count
-            case .recent: .recent
-            case .scan: .scan
-            case .stats: .stats
-            }
-        }
     }
 
     enum Outcome {
@@ -42,7 +23,6 @@ final class WriteJob: @unchecked Sendable {
         case deleted
         case notFound
         case flushed
-        case barrierPassed
         case failed(String)
     }
 
@@ -51,9 +31,10 @@ final class WriteJob: @unchecked Sendable {
     /// the connection, whose `worker` changes when it moves (it never moves with writes in flight).
     unowned let worker: Worker
     let operation: Operation
-    /// The request's arguments in one allocation: `argumentCount` ends (UInt32, where each
-    /// argument stops, counted from the first argument byte), then the arguments back to back.
-    private let storage: [UInt8]
+    /// The request's arguments in one allocation the job owns: `argumentCount` ends (UInt32,
+    /// where each argument stops, counted from the first argument byte), then the arguments
+    /// back to back. Views into it stay valid as long as the job lives.
+    private let storage: UnsafeMutableRawBufferPointer
     let argumentCount: Int
     var outcome = Outcome.pending
     /// When the worker took the request, for its latency.
@@ -69,36 +50,49 @@ final class WriteJob: @unchecked Sendable {
         let header = count * MemoryLayout<UInt32>.size
         var total = 0
         for i in 0..<count { total += argument(i).count }
-        // With capacity 0 the initializer stores the count into the one shared empty array,
-        // a write ThreadSanitizer reports when two workers queue a COUNT at once.
-        guard header + total > 0 else {
-            storage = []
-            return
-        }
-        storage = [UInt8](unsafeUninitializedCapacity: header + total) { buffer, initialized in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            var end = 0
-            for i in 0..<count {
-                let bytes = argument(i)
-                if let source = bytes.baseAddress, bytes.count > 0 {
-                    (raw.baseAddress! + header + end).copyMemory(from: source, byteCount: bytes.count)
-                }
-                end += bytes.count
-                raw.storeBytes(of: UInt32(end), toByteOffset: i * MemoryLayout<UInt32>.size, as: UInt32.self)
+        storage = .allocate(byteCount: max(header + total, 1), alignment: MemoryLayout<UInt32>.alignment)
+        var end = 0
+        for i in 0..<count {
+            let bytes = argument(i)
+            if let source = bytes.baseAddress, bytes.count > 0 {
+                (storage.baseAddress! + header + end).copyMemory(from: source, byteCount: bytes.count)
             }
-            initialized = header + total
+            end += bytes.count
+            storage.storeBytes(of: UInt32(end), toByteOffset: i * MemoryLayout<UInt32>.size, as: UInt32.self)
         }
     }
 
-    /// Runs `body` with every argument as raw bytes.
-    func withArguments<R>(_ body: (_ argument: (Int) -> UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try storage.withUnsafeBytes { raw in
-            let header = argumentCount * MemoryLayout<UInt32>.size
-            return try body { i in
-                let start = i == 0 ? 0 : Int(raw.load(fromByteOffset: (i - 1) * MemoryLayout<UInt32>.size, as: UInt32.self))
-                let end = Int(raw.load(fromByteOffset: i * MemoryLayout<UInt32>.size, as: UInt32.self))
-                return UnsafeRawBufferPointer(rebasing: raw[header + start..<header + end])
-            }
+    deinit { storage.deallocate() }
+
+    /// Argument `i` as raw bytes, valid while the job lives.
+    func argument(_ i: Int) -> UnsafeRawBufferPointer {
+        let header = argumentCount * MemoryLayout<UInt32>.size
+        let start = i == 0 ? 0 : Int(storage.load(fromByteOffset: (i - 1) * MemoryLayout<UInt32>.size, as: UInt32.self))
+        let end = Int(storage.load(fromByteOffset: i * MemoryLayout<UInt32>.size, as: UInt32.self))
+        return UnsafeRawBufferPointer(rebasing: storage[header + start..<header + end])
+    }
+
+    // MARK: WriteUnit
+
+    var operationCount: Int {
+        if case .mset(let triples) = operation { return triples }
+        return 1
+    }
+
+    /// Views into the job's own arguments: valid through the commit.
+    func operation(at index: Int) -> WriteOperation {
+        switch operation {
+        case .set, .mset:
+            return .put(userId: argument(3 * index), name: argument(3 * index + 1), portraitUri: argument(3 * index + 2))
+        case .update(let hasName, let hasPortraitUri):
+            let name: FieldEdit = hasName ? .set(argument(1)) : .keep
+            let portraitUri: FieldEdit = hasPortraitUri ? .set(argument(hasName ? 2 : 1)) : .keep
+            return .patch(userId: argument(0), name: name, portraitUri: portraitUri,
+                          createsMissing: false, removesEmptied: false)
+        case .del:
+            return .remove(userId: argument(0))
+        case .flushAll:
+            return .removeAll
         }
     }
 
@@ -110,7 +104,6 @@ final class WriteJob: @unchecked Sendable {
         case .update: .update
         case .del: .del
         case .flushAll: .flushall
-        case .barrier(let read): read.verb
         }
     }
 

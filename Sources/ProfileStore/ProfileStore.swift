@@ -16,15 +16,14 @@ public struct ProfileRow {
     }
 }
 
-/// Reads profiles.
+/// Reads profiles: what the table holds together with the writes a store has committed and
+/// not yet merged into it, so that every read sees every committed write.
 ///
 /// Threading: not thread-safe. One thread at a time uses a reader; each server
 /// worker owns one.
 public protocol ProfileReader: AnyObject {
     /// Looks a profile up and calls `body` with it, or with nil when there is none.
     func lookup<R>(_ userId: UnsafeRawBufferPointer, _ body: (ProfileRow?) throws -> R) throws -> R
-    /// The number of profiles in the store.
-    func count() throws -> Int
     /// Up to `limit` profiles, newest first by write sequence; none when
     /// `limit` is not positive.
     func recent(limit: Int, _ each: (ProfileRow) throws -> Void) throws
@@ -32,20 +31,21 @@ public protocol ProfileReader: AnyObject {
     /// byte order, ascending. An empty `after` starts at the beginning; a
     /// `limit` that is not positive gives none.
     func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws
-    /// Opens a read transaction: every read until `endRead` sees the store as it was at the
-    /// first of them. One transaction for many reads saves taking and releasing the read
-    /// locks for each; a caller that must see newer commits ends it first.
+    /// Opens a read transaction that later lookups share, saving each one the taking and
+    /// releasing of the read locks. A lookup still sees every write committed before it
+    /// began: the reader renews the transaction when the table it reads has moved on.
     func beginRead() throws
     /// Ends the read transaction `beginRead` opened.
     func endRead()
 }
 
-/// Writes profiles.
+/// Writes the profile table directly, for offline tools (an import into a store file that no
+/// server holds): large transactions, no write log.
 ///
 /// The write methods belong inside `transaction`; called outside one, each
 /// runs in a transaction of its own.
 ///
-/// Threading: not thread-safe. The single writer thread owns it.
+/// Threading: not thread-safe. One thread at a time.
 public protocol ProfileWriter: AnyObject {
     /// BEGIN IMMEDIATE; body; COMMIT. On any error: ROLLBACK and rethrow, so
     /// nothing of `body` stays. A write that fails dooms the transaction even
@@ -81,10 +81,57 @@ public protocol ProfileWriter: AnyObject {
     /// Copies the write-ahead log into the database and truncates it; called
     /// at clean shutdown, outside a transaction.
     func checkpoint() throws
-    /// Copies what it can of the write-ahead log into the database without
-    /// waiting for readers or the writer. Run from a writer of its own on
-    /// another thread, it keeps that copying out of the commits' way.
-    func checkpointWithoutWaiting() throws
+}
+
+/// The server's way to write: it hands the store units of operations and learns when each
+/// is committed, with what each operation found and left. How the store makes them durable,
+/// and when and how it moves them into its table, is its own business.
+///
+/// Threading: `commit` and `close` from one thread at a time (the server's writer thread);
+/// everything else from any thread.
+public protocol ProfileWritePath: AnyObject, Sendable {
+    /// Commits `units`, each all or none, in order, and calls `report` once for each, in
+    /// order, once it is committed (durable as the store is configured to be, and visible to
+    /// every reader) or has failed. Returns after the last report.
+    ///
+    /// May wait before committing when the store's merges have fallen behind (backpressure).
+    ///
+    /// - Parameters:
+    ///   - knownProfile: what the caller knows of a profile that has had no write since the
+    ///     store's table took its last one; asked on this thread, in commit order.
+    ///   - report: the unit's index in `units` and its result; views in the result are valid
+    ///     during the call only.
+    func commit(_ units: [any WriteUnit], knownProfile: (UnsafeRawBufferPointer) -> KnownProfile,
+                report: (Int, WriteResult) -> Void)
+    /// Profiles in the store now: exact, every committed write counted.
+    var rowCount: Int { get }
+    /// The write path's gauges and counters, for STATS and /metrics.
+    var statistics: WritePathStatistics { get }
+    /// Why the store cannot take writes now (nil when it can): for /healthz.
+    var unhealthyReason: String? { get }
+    /// Makes everything committed durable and tidy (merged, checkpointed) before the process
+    /// exits; the last call, after the last `commit`.
+    func close() throws
+}
+
+/// The write path's gauges and counters.
+///
+/// A plain value; any thread.
+public struct WritePathStatistics: Sendable {
+    /// Writes committed and not yet merged into the table (each operation that changed
+    /// something counts one).
+    public var unmergedWrites = 0
+    /// Memory the unmerged writes take, and its limit.
+    public var bufferBytes = 0
+    public var bufferLimitBytes = 0
+    /// Commits held back because merges fell behind, and the time they waited.
+    public var delayedCommits = 0
+    public var delayNanoseconds = 0
+    /// Merges finished, and the rows they wrote into the table.
+    public var merges = 0
+    public var mergedRows = 0
+
+    public init() {}
 }
 
 /// A store: hands out readers and writers.
@@ -93,28 +140,8 @@ public protocol ProfileWriter: AnyObject {
 /// reader or writer then stays on the thread that uses it.
 public protocol ProfileStore: AnyObject, Sendable {
     func makeReader() throws -> any ProfileReader
-    func makeWriter() throws -> any ProfileWriter
-    /// The server's way in: writes committed to the write log first (see `WriteLogWriter`).
-    func makeWriteLogWriter() throws -> any WriteLogWriter
-    /// Merges the write log into the table (see `WriteLogFolder`), `rowsPerRange` ids in
-    /// each transaction.
-    func makeWriteLogFolder(rowsPerRange: Int) throws -> any WriteLogFolder
-    /// Checkpoints the write log in the background (see `WriteLogCheckpointer`).
-    func makeWriteLogCheckpointer() throws -> any WriteLogCheckpointer
+    /// The server's write path. At most one per store.
+    func openWritePath() throws -> any ProfileWritePath
     /// Names the store in logs, e.g. its path.
     var description: String { get }
-}
-
-extension ProfileStore {
-    /// Rows a merge commits at a time unless told otherwise. Each range's transaction writes
-    /// the table's pages of its ids once, as one transaction for the whole generation would
-    /// (only the pages of `profiles_by_seq` that hold old entries, spread over the index, are
-    /// written again by later ranges), and takes a fraction of a second: so long a writer
-    /// held back by the cache's pin limit waits for pins to come back.
-    public static var defaultRowsPerFoldRange: Int { 16_384 }
-
-    /// Merges the write log into the table, `defaultRowsPerFoldRange` ids in each transaction.
-    public func makeWriteLogFolder() throws -> any WriteLogFolder {
-        try makeWriteLogFolder(rowsPerRange: Self.defaultRowsPerFoldRange)
-    }
 }

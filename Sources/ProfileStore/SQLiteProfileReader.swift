@@ -1,20 +1,30 @@
 import CSQLite
 
-/// Reads profiles over a connection of its own, with its statements prepared
-/// once. Lookups allocate nothing: the id is bound in place and the row is
-/// handed out as views into SQLite's memory.
+/// Reads profiles over a connection of its own, with its statements prepared once: the write
+/// buffer first, then the table. Lookups allocate nothing: the id is bound in place and the row
+/// is handed out as views into the buffer's or SQLite's memory.
+///
+/// A read transaction (`beginRead`) is renewed when the buffer has dropped writes since its
+/// snapshot began (`WriteBuffer.dropEpoch`): those writes are in the table now, and an older
+/// snapshot would miss them. RECENT and SCAN hold the buffer's lock while they read, with a
+/// snapshot of their own, so the two halves they put together belong to one moment.
 ///
 /// Threading: one thread at a time.
 final class SQLiteProfileReader: ProfileReader {
+    private let buffer: WriteBuffer
+    private let connection: Connection
     private let lookupStatement: Statement
-    private let countStatement: Statement
     private let recentStatement: Statement
     private let scanStatement: Statement
     private let beginStatement: Statement
     private let endStatement: Statement
+    private var inTransaction = false
+    /// The buffer's drop epoch when the open transaction's snapshot began; nil until its first read.
+    private var snapshotEpoch: Int?
 
-    init(file: StoreFile) throws(StoreError) {
-        let connection = try Connection(file: file)
+    init(file: StoreFile, buffer: WriteBuffer) throws(StoreError) {
+        self.buffer = buffer
+        connection = try Connection(file: file)
         // query_only: a reader never writes, whatever a caller gets wrong.
         // mmap: reads of the database file skip a copy into the page cache.
         try connection.execute("""
@@ -27,11 +37,11 @@ final class SQLiteProfileReader: ProfileReader {
         // text column costs SQLite a copy into memory it allocates and frees per lookup.
         lookupStatement = try Statement(connection,
             "SELECT name, portrait_uri FROM profiles WHERE user_id = ?1")
-        countStatement = try Statement(connection, "SELECT count(*) FROM profiles")
+        // No LIMIT: rows the buffer has newer writes for are skipped, as many as there are.
         recentStatement = try Statement(connection,
-            "SELECT user_id, name, portrait_uri FROM profiles ORDER BY seq DESC LIMIT ?1")
+            "SELECT user_id, name, portrait_uri FROM profiles ORDER BY seq DESC")
         scanStatement = try Statement(connection,
-            "SELECT user_id, name, portrait_uri FROM profiles WHERE user_id > ?1 ORDER BY user_id LIMIT ?2")
+            "SELECT user_id, name, portrait_uri FROM profiles WHERE user_id > ?1 ORDER BY user_id")
         beginStatement = try Statement(connection, "BEGIN")
         endStatement = try Statement(connection, "COMMIT")
     }
@@ -40,6 +50,16 @@ final class SQLiteProfileReader: ProfileReader {
     static let cacheKibibytes = 16 * 1024
 
     func lookup<R>(_ userId: UnsafeRawBufferPointer, _ body: (ProfileRow?) throws -> R) throws -> R {
+        buffer.lock.lock()
+        if let entry = buffer.newest(userId) {
+            defer { buffer.lock.unlock() }
+            return try body(entry.row)
+        }
+        let cleared = buffer.clearedAt != nil
+        let epoch = buffer.dropEpoch.load(ordering: .acquiring)
+        buffer.lock.unlock()
+        if cleared { return try body(nil) }
+        try renewSnapshot(ifOlderThan: epoch)
         let statement = lookupStatement
         defer { statement.reset() }
         try statement.bind(1, userId)
@@ -47,44 +67,153 @@ final class SQLiteProfileReader: ProfileReader {
         return try body(ProfileRow(userId: userId, name: statement.text(0), portraitUri: statement.text(1)))
     }
 
+    /// `lookup`, for the write path, whose closure throws only StoreError.
+    func lookupRow<R>(_ userId: UnsafeRawBufferPointer, _ body: (ProfileRow?) -> R) throws(StoreError) -> R {
+        do {
+            return try lookup(userId, body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            preconditionFailure("a table lookup failed with \(error)")
+        }
+    }
+
+    /// Makes the open transaction's snapshot at least as new as the drop epoch `epoch`.
+    private func renewSnapshot(ifOlderThan epoch: Int) throws(StoreError) {
+        guard inTransaction else { return }
+        if let snapshotEpoch, snapshotEpoch != epoch {
+            endRead()
+            try beginTransaction()
+        }
+        // The snapshot begins at the first read, which follows the epoch just read.
+        if snapshotEpoch == nil { snapshotEpoch = epoch }
+    }
+
     func beginRead() throws {
+        try beginTransaction()
+    }
+
+    private func beginTransaction() throws(StoreError) {
         defer { beginStatement.reset() }
         _ = try beginStatement.step()
+        inTransaction = true
+        snapshotEpoch = nil
     }
 
     func endRead() {
+        guard inTransaction else { return }
         // Ending a read-only transaction cannot lose anything; a failure leaves it to the
         // next BEGIN to report.
         _ = try? endStatement.step()
         endStatement.reset()
+        inTransaction = false
+        snapshotEpoch = nil
     }
 
-    func count() throws -> Int {
-        let statement = countStatement
-        defer { statement.reset() }
-        _ = try statement.step()
-        return Int(statement.int64(0))
+    /// Runs `body` with the buffer's lock held and a snapshot of the table begun under it, so
+    /// that no merge moves writes between the two meanwhile. Ends any open transaction: later
+    /// lookups read with snapshots of their own until the next `beginRead`.
+    private func withConsistentView(_ body: () throws -> Void) throws {
+        endRead()
+        buffer.lock.lock()
+        defer {
+            endRead()
+            buffer.lock.unlock()
+        }
+        try beginTransaction()
+        try body()
     }
 
     func recent(limit: Int, _ each: (ProfileRow) throws -> Void) throws {
-        // SQLite reads a negative LIMIT as no limit at all.
         guard limit > 0 else { return }
-        let statement = recentStatement
-        defer { statement.reset() }
-        try statement.bind(1, Int64(limit))
-        while try statement.step() {
-            try each(statement.profileRow)
+        try withConsistentView {
+            var given = 0
+            // Newest first: the buffer's memtables backwards, each entry that is its id's newest.
+            for memtable in buffer.memtables.reversed() {
+                for offset in memtable.offsets.reversed() {
+                    let entry = memtable.entry(at: offset)
+                    guard buffer.isNewest(entry, at: offset, in: memtable), let row = entry.row else { continue }
+                    try each(row)
+                    given += 1
+                    if given == limit { return }
+                }
+            }
+            guard buffer.clearedAt == nil else { return }
+            // Then the table, skipping ids the buffer has a newer write (or removal) for.
+            let statement = recentStatement
+            defer { statement.reset() }
+            while try statement.step() {
+                let row = statement.profileRow
+                guard buffer.newest(row.userId) == nil else { continue }
+                try each(row)
+                given += 1
+                if given == limit { return }
+            }
         }
     }
 
     func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws {
         guard limit > 0 else { return }
-        let statement = scanStatement
-        defer { statement.reset() }
-        try statement.bind(1, after)
-        try statement.bind(2, Int64(limit))
-        while try statement.step() {
-            try each(statement.profileRow)
+        try withConsistentView {
+            let candidates = bufferedProfiles(after: after, limit: limit)
+            var next = 0
+            var given = 0
+            if buffer.clearedAt == nil {
+                let statement = scanStatement
+                defer { statement.reset() }
+                try statement.bind(1, after)
+                while given < limit, try statement.step() {
+                    let row = statement.profileRow
+                    guard buffer.newest(row.userId) == nil else { continue }
+                    // Buffered profiles that sort before this row go first.
+                    while given < limit, next < candidates.count, compareIds(candidates[next].userId, row.userId) < 0 {
+                        try each(candidates[next].row!)
+                        next += 1
+                        given += 1
+                    }
+                    guard given < limit else { return }
+                    try each(row)
+                    given += 1
+                }
+            }
+            while given < limit, next < candidates.count {
+                try each(candidates[next].row!)
+                next += 1
+                given += 1
+            }
         }
+    }
+
+    /// Up to `limit` of the buffer's profiles (newest entries that are not removals) whose ids
+    /// sort after `after`, in id order. Buffer's lock held.
+    private func bufferedProfiles(after: UnsafeRawBufferPointer, limit: Int) -> [MemtableEntry] {
+        var found: [MemtableEntry] = []
+        for memtable in buffer.memtables {
+            var taken = 0
+            if let sorted = memtable.sortedLatest {
+                // The first id past `after`, by binary search.
+                var low = 0, high = sorted.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if compareIds(memtable.entry(at: sorted[middle]).userId, after) <= 0 { low = middle + 1 } else { high = middle }
+                }
+                for offset in sorted[low...] where taken < limit {
+                    let entry = memtable.entry(at: offset)
+                    guard !entry.isRemoval, buffer.isNewest(entry, at: offset, in: memtable) else { continue }
+                    found.append(entry)
+                    taken += 1
+                }
+            } else {
+                for offset in memtable.offsets {
+                    let entry = memtable.entry(at: offset)
+                    guard !entry.isRemoval, compareIds(entry.userId, after) > 0,
+                          buffer.isNewest(entry, at: offset, in: memtable) else { continue }
+                    found.append(entry)
+                }
+            }
+        }
+        found.sort { compareIds($0.userId, $1.userId) < 0 }
+        if found.count > limit { found.removeLast(found.count - limit) }
+        return found
     }
 }

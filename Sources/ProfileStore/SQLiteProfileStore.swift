@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import Synchronization
 
 /// How hard a commit waits for the disk.
 ///
@@ -12,38 +13,52 @@ public enum SynchronousMode: Sendable {
     case full
 }
 
-/// A store in one SQLite file in WAL mode, with its write log beside it (`<path>-writes`,
-/// see `WriteLogFile`).
+/// A store in one SQLite file in WAL mode, with its write log beside it (`<path>-log.<n>`,
+/// see `WriteLogFile`) and the writes not yet merged into the table in memory
+/// (`WriteBuffer`).
 ///
-/// Opening validates the file, creates it (and its parent directories) on
-/// first use, and takes a process-exclusive lock on it that lasts until the
-/// store and all of its readers and writers are gone.
+/// Opening validates the file, creates it (and its parent directories) on first use, takes a
+/// process-exclusive lock on it that lasts until the store and all of its readers and writers
+/// are gone, and merges into the table whatever writes a crash left in the log.
 ///
-/// Threading: thread-safe. Any thread may make readers and writers; each of
-/// those then belongs to one thread at a time.
+/// Threading: thread-safe. Any thread may make readers and writers; each of those then
+/// belongs to one thread at a time.
 public final class SQLiteProfileStore: ProfileStore {
     /// PRAGMA user_version of a file this build writes.
     public static let schemaVersion: Int32 = Schema.version
+    /// Rows a merge writes per transaction unless told otherwise: a range takes a fraction of
+    /// a second, so an abandoned one loses little, and a FLUSHALL or a stop waits little.
+    public static let defaultRowsPerMergeRange = 16_384
 
     let file: StoreFile
+    private let buffer: WriteBuffer
+    private let writerCacheKibibytes: Int
+    private let rowsPerMergeRange: Int
+    private let writePathOpened = Atomic<Bool>(false)
 
     /// Opens the store at `path`.
     ///
     /// - Parameters:
     ///   - path: The database file; a missing or empty file becomes a new store.
     ///   - synchronous: How hard commits wait for the disk.
-    ///   - busyTimeoutMilliseconds: How long a connection waits for a lock
-    ///     before failing with `.busy`.
+    ///   - busyTimeoutMilliseconds: How long a connection waits for a lock before failing with
+    ///     `.busy`, and a write for room in a full write buffer.
+    ///   - writerCacheMebibytes: the most page cache each writer keeps. Large import
+    ///     transactions want it large; a server, whose merges write in ranges, keeps memory for
+    ///     its own cache.
+    ///   - writeBufferBytes: how much memory committed writes may take before they are merged
+    ///     into the table (see `ProfileWritePath.commit` for what happens near it).
+    ///   - rowsPerMergeRange: rows a merge writes per transaction.
     /// - Throws: `.locked` while another store holds the file; `.notADatabase`,
     ///   `.newerSchema` or `.corrupt` for a file it will not use, which it leaves
     ///   untouched; otherwise what SQLite or the system reports.
-    ///   - writerCacheMebibytes: the most page cache each writer keeps. Large import
-    ///     transactions want it large; a server, whose commits are small, keeps memory for
-    ///     its own cache.
-    public init(path: String, synchronous: SynchronousMode = .normal,
-                busyTimeoutMilliseconds: Int32 = 5000, writerCacheMebibytes: Int = 256) throws(StoreError) {
+    public init(path: String, synchronous: SynchronousMode = .normal, busyTimeoutMilliseconds: Int32 = 5000,
+                writerCacheMebibytes: Int = 256, writeBufferBytes: Int = 128 << 20,
+                rowsPerMergeRange: Int = SQLiteProfileStore.defaultRowsPerMergeRange) throws(StoreError) {
         file = try StoreFile(path: path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         writerCacheKibibytes = writerCacheMebibytes * 1024
+        self.rowsPerMergeRange = rowsPerMergeRange
+        buffer = WriteBuffer(limitBytes: writeBufferBytes)
         do {
             try Schema.prepare(file)
         } catch {
@@ -51,45 +66,66 @@ public final class SQLiteProfileStore: ProfileStore {
             if error.kind == .notADatabase { file.removeCreatedLockFile() }
             throw error
         }
-        try WriteLogFile.prepare(file)
-        // Writes a server committed to the log but did not merge before it stopped (a crash)
-        // go into the table now, before anyone reads or writes the table directly.
-        let folder = try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes,
-                                              rowsPerRange: Self.defaultRowsPerFoldRange)
-        if try folder.logRows() > 0 {
-            try folder.foldAll()
-        }
+        try LegacyWriteLog.mergeIfPresent(file)
+        try recover()
     }
 
-    private let writerCacheKibibytes: Int
+    /// Writes a server committed to the log but did not merge before it stopped (a crash) go
+    /// into the table now, before anyone reads or writes the table directly; then the log's
+    /// segments go.
+    private func recover() throws(StoreError) {
+        let connection = try Connection(file: file)
+        let mergedThrough = try Merger.mergedThrough(connection)
+        let merger = try Merger(file: file, buffer: buffer, log: nil, cacheKibibytes: writerCacheKibibytes,
+                                rowsPerRange: rowsPerMergeRange) { _, _ in }
+        let buffer = self.buffer
+        let replayed = try WriteLogReader.replay(file, mergedThrough: mergedThrough) { (record) throws(StoreError) in
+            buffer.lock.lock()
+            buffer.apply(record)
+            let full = buffer.bytes >= buffer.limitBytes
+            buffer.lock.unlock()
+            if full { try merger.mergeEverything() }
+        }
+        try merger.mergeEverything()
+        for number in replayed.segments { unlink(WriteLogFile.segmentPath(of: file.path, number: number)) }
+    }
 
     public func makeReader() throws -> any ProfileReader {
-        try SQLiteProfileReader(file: file)
+        try SQLiteProfileReader(file: file, buffer: buffer)
     }
 
+    /// The table's writer for offline tools. Not while a write path is open: it writes the
+    /// table directly, past the write buffer.
     public func makeWriter() throws -> any ProfileWriter {
-        try SQLiteProfileWriter(file: file, cacheKibibytes: writerCacheKibibytes)
+        precondition(!writePathOpened.load(ordering: .relaxed), "a table writer beside the write path")
+        return try SQLiteProfileWriter(file: file, cacheKibibytes: writerCacheKibibytes)
     }
 
-    public func makeWriteLogWriter() throws -> any WriteLogWriter {
-        try SQLiteWriteLogWriter(file: file)
+    public func openWritePath() throws -> any ProfileWritePath {
+        try openWritePath { _, _ in }
     }
 
-    public func makeWriteLogFolder(rowsPerRange: Int) throws -> any WriteLogFolder {
-        try SQLiteWriteLogFolder(file: file, cacheKibibytes: writerCacheKibibytes, rowsPerRange: rowsPerRange)
-    }
-
-    public func makeWriteLogCheckpointer() throws -> any WriteLogCheckpointer {
-        try SQLiteWriteLogCheckpointer(file: file)
+    /// The write path, telling `warn` what goes wrong in the background (a merge that fails).
+    public func openWritePath(warn: @escaping @Sendable (_ message: String, _ error: String) -> Void) throws
+        -> any ProfileWritePath {
+        precondition(!writePathOpened.exchange(true, ordering: .relaxed), "a second write path for one store")
+        let connection = try Connection(file: file)
+        let rows = Int(try connection.integer("SELECT count(*) FROM profiles"))
+        let newest = max(try Merger.mergedThrough(connection), try connection.integer("SELECT ifnull(max(seq), 0) FROM profiles"))
+        let log = WriteLogWriter(file: file, firstNumber: (WriteLogFile.segmentNumbers(of: file.path).last ?? 0) + 1)
+        let merger = try Merger(file: file, buffer: buffer, log: log, cacheKibibytes: writerCacheKibibytes,
+                                rowsPerRange: rowsPerMergeRange, warn: warn)
+        return SQLiteWritePath(file: file, buffer: buffer, log: log, merger: merger,
+                               reader: try SQLiteProfileReader(file: file, buffer: buffer),
+                               nextSequence: newest + 1, rows: rows)
     }
 
     public var description: String { file.path }
 
-    /// For tests: makes every later operation of this store's writers fail
-    /// with the SQLite result code `code` (e.g. SQLITE_FULL, SQLITE_IOERR)
-    /// until it is set back to nil. The transaction in progress rolls back.
-    /// Readers are not affected. Any thread may call it.
-    public func setFault(_ code: Int32?) {
+    /// For tests: makes every later write of this store (its log appends, its merges, its
+    /// table writers) fail with the SQLite result code `code` (e.g. SQLITE_FULL, SQLITE_IOERR)
+    /// until it is set back to nil. Readers are not affected. Any thread may call it.
+    @_spi(Testing) public func setFault(_ code: Int32?) {
         file.setFault(code)
     }
 

@@ -27,7 +27,6 @@ final class SQLiteProfileWriter: ProfileWriter {
     private let deleteStatement: Statement
     private let deleteAllStatement: Statement
     private let checkpointStatement: Statement
-    private let passiveCheckpointStatement: Statement
     private let pending = PendingUpserts()
     /// The write sequence of the newest row, while `isInTransaction`.
     private var lastSequence: Int64 = 0
@@ -52,7 +51,6 @@ final class SQLiteProfileWriter: ProfileWriter {
         deleteStatement = try Statement(connection, "DELETE FROM profiles WHERE user_id = ?1")
         deleteAllStatement = try Statement(connection, "DELETE FROM profiles")
         checkpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(TRUNCATE)")
-        passiveCheckpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(PASSIVE)")
     }
 
     static let checkpointPages = 65_536
@@ -258,10 +256,6 @@ final class SQLiteProfileWriter: ProfileWriter {
         _ = try write(deleteAllStatement) { _ throws(StoreError) in }
     }
 
-    func checkpointWithoutWaiting() throws {
-        _ = try passiveCheckpointStatement.firstInteger()
-    }
-
     func checkpoint() throws {
         try checkpointStatement.checkFault()
         // The row is (busy, log frames, checkpointed frames).
@@ -295,10 +289,4 @@ final class SQLiteProfileWriter: ProfileWriter {
             throw error
         }
     }
-}
-
-/// Whether two views hold the same bytes.
-@inline(__always)
-private func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-    a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
 }

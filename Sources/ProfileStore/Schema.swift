@@ -22,6 +22,15 @@ enum Schema {
         ) WITHOUT ROWID;
         CREATE UNIQUE INDEX profiles_by_seq ON profiles(seq);
         """,
+        // merged_seq: the newest write sequence of the write log (`WriteLogFile`) that the table
+        // has; reopening replays only what came after it. One row.
+        """
+        CREATE TABLE log_state (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            merged_seq INTEGER NOT NULL
+        );
+        INSERT INTO log_state (id, merged_seq) VALUES (1, 0);
+        """,
     ]
 
     /// profiles_by_seq as the first migration creates it. A bulk upsert drops and re-creates it

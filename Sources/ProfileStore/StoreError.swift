@@ -39,13 +39,35 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
     public var sql: String?
     /// The database file.
     public var path: String
+    /// A reason for clients when the kind's own would say too little; never a path.
+    private var clientReason: String?
 
-    public init(kind: Kind, resultCode: Int32, message: String, sql: String? = nil, path: String) {
+    public init(kind: Kind, resultCode: Int32, message: String, sql: String? = nil, path: String,
+                clientReason: String? = nil) {
         self.kind = kind
         self.resultCode = resultCode
         self.message = message
         self.sql = sql
         self.path = path
+        self.clientReason = clientReason
+    }
+
+    /// Why, for a client: one phrase with the result code, naming no file of the server (the
+    /// server's log gets `description`, which does).
+    public var reason: String {
+        if let clientReason { return clientReason }
+        let phrase = switch kind {
+        case .busy: "the store stayed locked past the busy timeout"
+        case .full: "the disk is full"
+        case .io: "reading or writing the store failed"
+        case .corrupt: "the store is damaged"
+        case .notADatabase: "the store is not a profiled database"
+        case .newerSchema: "the store was written by a newer profiled"
+        case .locked: "the store is in use by another process"
+        case .interrupted: "the work was abandoned before it changed anything"
+        case .other: "the store failed"
+        }
+        return "\(phrase) (code \(resultCode))"
     }
 
     /// An error reported by SQLite, classified by its primary result code.

@@ -11,8 +11,6 @@ import Synchronization
 /// Threading: thread-safe.
 final class StoreFile: Sendable {
     let path: String
-    /// The write log beside the database: see `WriteLogFile`.
-    var logPath: String { Self.logPath(of: path) }
     let synchronous: SynchronousMode
     let busyTimeoutMilliseconds: Int32
     /// An open descriptor of `<path>.lock` holding flock(LOCK_EX). It is a
@@ -73,14 +71,15 @@ final class StoreFile: Sendable {
         if createdLockFile { unlink(Self.lockPath(of: path)) }
     }
 
-    static func logPath(of path: String) -> String { path + "-writes" }
     static func lockPath(of path: String) -> String { path + ".lock" }
 
-    /// The database at `path` and every file the store keeps beside it: its write log, both
-    /// files' WAL and shared-memory files, and its lock.
+    /// The database at `path` and every file the store keeps beside it: its WAL and
+    /// shared-memory files, its lock, the write log's segments there are now, and the write
+    /// log of earlier versions.
     static func paths(of path: String) -> [String] {
-        let log = logPath(of: path)
-        return [path, path + "-wal", path + "-shm", log, log + "-wal", log + "-shm", lockPath(of: path)]
+        [path, path + "-wal", path + "-shm", lockPath(of: path)]
+            + WriteLogFile.segmentNumbers(of: path).map { WriteLogFile.segmentPath(of: path, number: $0) }
+            + LegacyWriteLog.paths(of: path)
     }
 
     /// The result code writers should fail with, if one is injected.

@@ -105,8 +105,8 @@ public final class UpsertBatch {
                 order.sort { a, b in
                     let left = rows[Int(a)], right = rows[Int(b)]
                     if left.prefix != right.prefix { return left.prefix < right.prefix }
-                    let order = compareIds(raw.baseAddress! + left.start, Int(left.idCount),
-                                           raw.baseAddress! + right.start, Int(right.idCount))
+                    let order = compareIds(UnsafeRawBufferPointer(start: raw.baseAddress! + left.start, count: Int(left.idCount)),
+                                           UnsafeRawBufferPointer(start: raw.baseAddress! + right.start, count: Int(right.idCount)))
                     // Equal ids keep input order, so the last of them is the newest.
                     return order != 0 ? order < 0 : a < b
                 }
@@ -132,8 +132,8 @@ public final class UpsertBatch {
                 if i + 1 < order.count {
                     let next = rows[Int(order[i + 1])]
                     if next.prefix == row.prefix
-                        && compareIds(raw.baseAddress! + next.start, Int(next.idCount),
-                                      raw.baseAddress! + row.start, Int(row.idCount)) == 0 {
+                        && compareIds(UnsafeRawBufferPointer(start: raw.baseAddress! + next.start, count: Int(next.idCount)),
+                                      UnsafeRawBufferPointer(start: raw.baseAddress! + row.start, count: Int(row.idCount))) == 0 {
                         continue
                     }
                 }
@@ -218,7 +218,7 @@ public final class UpsertBatch {
         var heap = cursors.filter { !$0.isAtEnd }
         // A binary min-heap of the runs by their current row (id, then position).
         func less(_ a: RunCursor, _ b: RunCursor) -> Bool {
-            let order = compareIds(a.userId.baseAddress!, a.userId.count, b.userId.baseAddress!, b.userId.count)
+            let order = compareIds(a.userId, b.userId)
             return order != 0 ? order < 0 : a.position < b.position
         }
         func siftDown(_ start: Int) {
@@ -255,15 +255,6 @@ public final class UpsertBatch {
             done += n
         }
     }
-}
-
-/// Byte order of two ids, shorter first on a common prefix (SQLite's BINARY collation).
-@inline(__always)
-private func compareIds(_ a: UnsafeRawPointer, _ aCount: Int, _ b: UnsafeRawPointer, _ bCount: Int) -> Int32 {
-    let common = min(aCount, bCount)
-    let order = common == 0 ? 0 : memcmp(a, b, common)
-    if order != 0 { return order }
-    return aCount == bCount ? 0 : (aCount < bCount ? -1 : 1)
 }
 
 /// Reads one sorted run record by record, through a buffer refilled from the file.

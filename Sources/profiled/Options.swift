@@ -13,6 +13,8 @@ usage: profiled [options]
   --db PATH                store file (default $CACHE_DIRECTORY/profiles.sqlite3, else
                            $XDG_CACHE_HOME/profiled/profiles.sqlite3, else ~/.cache/profiled/profiles.sqlite3)
   --cache-mb N             LRU size in MiB (default 256)
+  --write-buffer-mb N      memory for writes not yet merged into the store's table, in MiB
+                           (default 128); writes slow down past half of it
   --threads N              worker threads (default: one per core)
   --tokens FILE            require AUTH; FILE holds '<role> <token>' lines (roles: read, write, admin)
   --max-connections N      TCP and Unix together (default 10000)
@@ -46,7 +48,7 @@ struct Settings {
 
     /// Options that take no value on the command line; in a config file they take true/false.
     static let switches: Set<String> = ["allow-insecure-bind"]
-    static let names: [String] = ["host", "port", "unix", "db", "cache-mb", "threads", "tokens", "max-connections",
+    static let names: [String] = ["host", "port", "unix", "db", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
                                   "max-line", "sync", "allow-insecure-bind", "metrics", "log-level"]
 
     /// Applies one option; `name` is without the leading dashes.
@@ -67,6 +69,7 @@ struct Settings {
         case "unix": configuration.unixPath = try nonEmpty("a path")
         case "db": configuration.databasePath = try nonEmpty("a path")
         case "cache-mb": configuration.cacheMegabytes = try number(1...1_048_576)
+        case "write-buffer-mb": configuration.writeBufferMegabytes = try number(1...1_048_576)
         case "threads": configuration.threads = try number(1...256)
         case "tokens": configuration.tokensPath = try nonEmpty("a path")
         case "max-connections": configuration.maxConnections = try number(1...1_000_000)

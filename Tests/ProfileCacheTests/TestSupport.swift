@@ -52,22 +52,35 @@ extension ProfileCache {
         }
     }
 
-    func store(_ id: String, _ reply: String?, pinnedIn generation: Int? = nil) {
-        store(Array(id.utf8), reply.map { Array($0.utf8) }, pinnedIn: generation)
+    /// Caches `reply` for `id` whether or not it is cached now: an update, and where that left
+    /// nothing cached, a fill.
+    func store(_ id: String, _ reply: String?) {
+        store(Array(id.utf8), reply.map { Array($0.utf8) })
     }
 
-    func store(_ id: [UInt8], _ reply: [UInt8]?, pinnedIn generation: Int? = nil) {
-        id.withUnsafeBytes { key in
-            if let reply {
-                reply.withUnsafeBytes { store(key, reply: $0, pinnedIn: generation) }
-            } else {
-                store(key, reply: nil, pinnedIn: generation)
+    func store(_ id: [UInt8], _ reply: [UInt8]?) {
+        update(id, reply)
+        let ticket: FillTicket? = id.withUnsafeBytes { key in
+            lookup(key) { outcome in
+                if case .miss(let ticket) = outcome { return ticket }
+                return nil
             }
         }
+        if let ticket { fill(id, reply, ticket) }
     }
 
-    func unpin(_ id: String, generation: Int) -> UnpinnedEntry? {
-        Array(id.utf8).withUnsafeBytes { unpin($0, generation: generation) }
+    func update(_ id: String, _ reply: String?) {
+        update(Array(id.utf8), reply.map { Array($0.utf8) })
+    }
+
+    func update(_ id: [UInt8], _ reply: [UInt8]?) {
+        id.withUnsafeBytes { key in
+            if let reply {
+                reply.withUnsafeBytes { update(key, reply: $0) }
+            } else {
+                update(key, reply: nil)
+            }
+        }
     }
 
     func fill(_ id: String, _ reply: String?, _ ticket: FillTicket) {

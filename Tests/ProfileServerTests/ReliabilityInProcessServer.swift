@@ -3,14 +3,16 @@ import Glibc
 import ProfileCache
 import ProfileClient
 @testable import ProfileServer
-import ProfileStore
+@_spi(Testing) import ProfileStore
+import ProfileSystem
 
-/// The server's own workers, group-commit writer and folder, run in this process on a store the test
+/// The server's own workers and group-commit writer, run in this process on a store the test
 /// holds, so the test can inject faults into the store (`SQLiteProfileStore.setFault`) that no
 /// flag of the binary reaches. Only the acceptor is the test's: `connect` accepts and hands the
 /// socket to a worker the way the server's acceptor does.
 ///
-/// Threading: use it from one thread; the workers, the writer and the folder run on threads of their own.
+/// Threading: use it from one thread; the workers, the writer and the store's merger run on
+/// threads of their own.
 final class InProcessServer {
     let store: SQLiteProfileStore
     let statistics: ServerStatistics
@@ -19,33 +21,28 @@ final class InProcessServer {
     private let listener: Int32
     private let port: UInt16
     private var nextWorker = 0
-    private var threads: (workers: [pthread_t], writer: pthread_t, folder: pthread_t)?
+    private var threads: (workers: [pthread_t], writer: pthread_t)?
 
     /// - Parameters:
     ///   - workers: event loops, each with its own thread; `loopPolicy` moves connections between them.
-    ///   - rowsPerFoldRange: ids the folder merges per transaction.
-    ///   - wrapFolder: lets a test stand between the server and its folder.
+    ///   - writeBufferBytes: the store's memory for writes not yet merged.
     ///   - wrapReader: lets a test stand between each worker and its reader of the store.
-    init(path: String, busyTimeoutMilliseconds: Int32 = 200, pinLimitBytes: Int = 8 << 20,
+    init(path: String, busyTimeoutMilliseconds: Int32 = 200, writeBufferBytes: Int = 8 << 20,
          workers workerCount: Int = 1, loopPolicy: LoopPolicy = .standard,
-         rowsPerFoldRange: Int = SQLiteProfileStore.defaultRowsPerFoldRange,
-         wrapFolder: (any WriteLogFolder) -> any WriteLogFolder = { $0 },
          wrapReader: (any ProfileReader) -> any ProfileReader = { $0 }) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
         Log.level = .error
-        store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
-        nonisolated(unsafe) let storeWriter = try store.makeWriter()
-        nonisolated(unsafe) let logWriter = try store.makeWriteLogWriter()
-        nonisolated(unsafe) let writerReader = try store.makeReader()
-        nonisolated(unsafe) let logFolder = wrapFolder(try store.makeWriteLogFolder(rowsPerRange: rowsPerFoldRange))
+        store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds,
+                                       writeBufferBytes: writeBufferBytes)
+        let writePath = try store.openWritePath()
         let cache = ProfileCache(limitBytes: 8 << 20)
         statistics = ServerStatistics()
-        let writer = WriteCoordinator(cache: cache, statistics: statistics, pinLimitBytes: pinLimitBytes,
-                                      lastSequence: logWriter.lastSequence)
+        let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
         var configuration = ServerConfiguration()
         configuration.loopPolicy = loopPolicy
-        context = ServerContext(configuration: configuration, cache: cache, store: store, writer: writer,
-                                tokens: TokenRegistry(nil), statistics: statistics, workerCount: workerCount)
+        context = ServerContext(configuration: configuration, cache: cache, store: store, writePath: writePath,
+                                writer: writer, tokens: TokenRegistry(nil), statistics: statistics,
+                                workerCount: workerCount)
         var workers: [Worker] = []
         for i in 0..<workerCount {
             workers.append(try Worker(index: i, context: context, reader: wrapReader(try store.makeReader())))
@@ -55,14 +52,12 @@ final class InProcessServer {
         listener = try listenTCP(host: "127.0.0.1", port: 0)[0]
         port = boundPort(of: listener)
         threads = (workers.map { worker in startThread("worker-\(worker.index)") { worker.run() } },
-                   startThread("writer") { writer.run(log: logWriter, reader: writerReader) },
-                   startThread("folder") { writer.runFolder(folder: logFolder, writer: storeWriter) })
+                   startThread("writer") { writer.run() })
     }
 
-    /// A STATS value as the server has it now, without waiting for a merge as STATS does
-    /// (`store_rows` is left out).
+    /// A STATS value as the server has it now.
     func statistic(_ name: String) -> Int? {
-        context.snapshot(storeRows: 0).values.first { $0.name.description == name }?.value
+        context.snapshot().values.first { $0.name.description == name }?.value
     }
 
     /// What the workers published about their loops at their last ticks.
@@ -85,15 +80,15 @@ final class InProcessServer {
         return connection
     }
 
-    /// Stops the workers, then the writer, then the folder, the way the server does on SIGTERM.
+    /// Stops the workers, then the writer, then closes the write path, the way the server
+    /// does on SIGTERM.
     func stop() {
         guard let threads else { return }
         for worker in workers { worker.post(.stop) }
         for thread in threads.workers { pthread_join(thread, nil) }
         context.writer.stop()
         pthread_join(threads.writer, nil)
-        context.writer.stopFolder()
-        pthread_join(threads.folder, nil)
+        try? context.writePath.close()
         self.threads = nil
     }
 

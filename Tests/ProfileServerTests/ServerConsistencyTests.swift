@@ -5,12 +5,13 @@ import Testing
 
 /// Pipelining, read-after-write across connections, crash and shutdown durability.
 @Suite struct ServerConsistencyTests {
-    /// Writes pinned in the cache past the limit wait for the folder to merge a generation:
-    /// with a limit a few writes fill, every write is still acknowledged, in order, and read back.
-    @Test func writesBeyondThePinLimitWaitForAMergeAndAllGoIn() throws {
+    /// Writes past what the write buffer holds wait for merges to make room: with a buffer
+    /// a few batches fill, every write is still acknowledged, in order, and read back.
+    @Test func writesBeyondTheWriteBufferWaitForMergesAndAllGoIn() throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        let server = try InProcessServer(path: directory + "/p.db", pinLimitBytes: 4096)
+        let server = try InProcessServer(path: directory + "/p.db", busyTimeoutMilliseconds: 5000,
+                                         writeBufferBytes: 64 << 10)
         let c = try server.connect()
         for batch in 0..<20 {
             let profiles = (0..<100).map { Profile(userId: "p\(batch)-\($0)", name: "name \($0)", portraitUri: "u") }

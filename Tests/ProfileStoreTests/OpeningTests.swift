@@ -35,20 +35,19 @@ import Testing
     @Test func aNewFileGetsTheSchemaVersionAndApplicationId() throws {
         let path = directory.file("profiles.sqlite3")
         _ = try openStore(path)
-        #expect(SQLiteProfileStore.schemaVersion == 1)
-        #expect(try integer("PRAGMA user_version", on: path) == 1)
+        #expect(SQLiteProfileStore.schemaVersion == 2)
+        #expect(try integer("PRAGMA user_version", on: path) == 2)
+        #expect(try integer("SELECT merged_seq FROM log_state", on: path) == 0)
         #expect(try integer("PRAGMA application_id", on: path) == 0x5052_4F46)
         #expect(try integer("SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'", on: path) == 1)
     }
 
-    /// The system's SQLite may be built with secure_delete on, which made emptying a merged
-    /// generation of the write log rewrite every freed page as zeros on the writer's thread.
+    /// The system's SQLite may be built with secure_delete on, which made emptying a table
+    /// rewrite every freed page as zeros on the thread doing it.
     @Test func connectionsLeaveFreedPagesAlone() throws {
         let store = try openStore(directory.file("profiles.sqlite3"))
-        for path in [store.file.path, store.file.logPath] {
-            // 2 is FAST: deleted rows are zeroed only on pages written anyway.
-            #expect(try Connection(file: store.file, path: path).integer("PRAGMA secure_delete") == 2)
-        }
+        // 2 is FAST: deleted rows are zeroed only on pages written anyway.
+        #expect(try Connection(file: store.file).integer("PRAGMA secure_delete") == 2)
     }
 
     @Test func missingParentDirectoriesAreCreated() throws {
@@ -71,7 +70,7 @@ import Testing
     @Test func aFileFromANewerSchemaIsRefused() throws {
         let path = directory.file("profiles.sqlite3")
         try openStore(path).makeWriter().upsert(Profile("1", "", ""))
-        try execute("PRAGMA user_version = 2", on: path)
+        try execute("PRAGMA user_version = 3", on: path)
         expectRefused(path, .newerSchema)
     }
 

@@ -96,6 +96,26 @@ extension ProfileWriter {
 }
 
 extension ProfileReader {
+    /// Profiles in the store, counted by paging through them (and looking up the empty id,
+    /// which only an offline import can store and no page starts before).
+    func count() throws -> Int {
+        var count = try get("") == nil ? 0 : 1
+        var after: [UInt8] = []
+        while true {
+            var page: [UInt8]?
+            var rows = 0
+            try after.withUnsafeBytes { bytes in
+                try scan(after: bytes, limit: 1000) { row in
+                    rows += 1
+                    page = Array(row.userId)
+                }
+            }
+            count += rows
+            guard rows == 1000, let last = page else { return count }
+            after = last
+        }
+    }
+
     func get(_ userId: String) throws -> Profile? {
         try withBytes(userId) { id in try lookup(id) { $0.map(Profile.init) } }
     }

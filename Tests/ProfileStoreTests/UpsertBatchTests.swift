@@ -1,7 +1,7 @@
 import CSQLite
 import Glibc
 import Testing
-@testable import ProfileStore
+@_spi(Testing) @testable import ProfileStore
 
 private struct Abort: Error {}
 
@@ -74,7 +74,7 @@ private struct Abort: Error {}
         #expect(try reader.recent(20) == ["after", "ab", "b", "ä", "", "a", "m", "z", "old"])
         #expect(try reader.scan(after: "", limit: 20) == ["a", "ab", "after", "b", "m", "old", "z", "ä"])
         #expect(entries() == ["profiles.sqlite3", "profiles.sqlite3-shm", "profiles.sqlite3-wal",
-                              "profiles.sqlite3-writes", "profiles.sqlite3.lock"])
+                              "profiles.sqlite3.lock"])
     }
 
     @Test func aLargeBatchRebuildsTheSequenceIndexInItsTransaction() throws {

@@ -1,15 +1,15 @@
-import CLibevent
+import CLinux
 import Glibc
 
 /// Starts a joinable POSIX thread running `body`, named `name` (at most 15 bytes): `top -H`
 /// and /proc/PID/task/*/comm then tell the writer from the workers.
-func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t {
+public func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t {
     guard let thread = tryStartThread(name, body) else { preconditionFailure("pthread_create failed: \(errno)") }
     return thread
 }
 
 /// `startThread`, or nil when the system cannot make another thread now.
-func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t? {
+public func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t? {
     precondition(name.utf8.count <= 15, "a thread name is at most 15 bytes")
     final class Start {
         let name: String
@@ -33,14 +33,14 @@ func tryStartThread(_ name: String, _ body: @escaping @Sendable () -> Void) -> p
     return thread
 }
 
-/// A mutex with one condition variable, for the writer's queue and its hand-offs with the folder.
+/// A mutex with one condition variable: a queue and the threads that wait on it.
 ///
 /// Thread-safe: that is its purpose. The pthread objects live in memory this object owns.
-final class ConditionLock: @unchecked Sendable {
+public final class ConditionLock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
-    init() {
+    public init() {
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
     }
@@ -52,16 +52,29 @@ final class ConditionLock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
+    public func lock() { pthread_mutex_lock(mutex) }
+    public func unlock() { pthread_mutex_unlock(mutex) }
     /// Waits for a signal; call with the lock held.
-    func wait() { pthread_cond_wait(condition, mutex) }
-    func signal() { pthread_cond_signal(condition) }
+    public func wait() { pthread_cond_wait(condition, mutex) }
+    public func signal() { pthread_cond_signal(condition) }
     /// Wakes every waiter: for a lock two threads wait on, each for its own reason.
-    func broadcast() { pthread_cond_broadcast(condition) }
-    /// Waits for a signal or the wall-clock deadline; call with the lock held.
-    func wait(until deadline: timespec) {
-        var deadline = deadline
+    public func broadcast() { pthread_cond_broadcast(condition) }
+    /// Waits for a signal or until `nanos` have passed; call with the lock held.
+    public func wait(forNanos nanos: Int) {
+        // pthread condition variables time out by the wall clock.
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        deadline.tv_nsec += nanos % 1_000_000_000
+        deadline.tv_sec += nanos / 1_000_000_000 + deadline.tv_nsec / 1_000_000_000
+        deadline.tv_nsec %= 1_000_000_000
         _ = pthread_cond_timedwait(condition, mutex, &deadline)
     }
+}
+
+/// Monotonic time in nanoseconds.
+@inline(__always)
+public func monotonicNanos() -> Int {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now.tv_sec * 1_000_000_000 + now.tv_nsec
 }

@@ -1,9 +1,8 @@
 /// A wyhash-style 64-bit hash of a short byte string.
 ///
-/// Each cache draws its own seed, so clients choosing ids cannot aim them all
-/// at one bucket. A value type: any thread may use a copy.
-@usableFromInline
-struct KeyHasher: Sendable {
+/// Each table keyed by client-chosen ids draws its own seed, so clients cannot aim all their
+/// ids at one bucket. A value type: any thread may use a copy.
+public struct KeyHasher: Sendable {
     @usableFromInline
     let seed: UInt64
 
@@ -11,7 +10,7 @@ struct KeyHasher: Sendable {
     @inlinable
     static var primes: (UInt64, UInt64) { (0xa076_1d64_78bd_642f, 0xe703_7ed1_a0b4_28db) }
 
-    init(seed: UInt64) {
+    public init(seed: UInt64) {
         self.seed = seed ^ Self.fold(seed ^ Self.primes.0, Self.primes.1)
     }
 
@@ -23,7 +22,7 @@ struct KeyHasher: Sendable {
     }
 
     @inlinable @inline(__always)
-    func hash(_ key: UnsafeRawBufferPointer) -> UInt64 {
+    public func hash(_ key: UnsafeRawBufferPointer) -> UInt64 {
         let count = key.count
         guard let bytes = key.baseAddress, count > 0 else {
             return Self.fold(seed ^ Self.primes.0, Self.primes.1)

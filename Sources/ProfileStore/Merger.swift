@@ -1,0 +1,463 @@
+import CLinux
+import CSQLite
+import Glibc
+import ProfileSystem
+import Synchronization
+
+/// Moves the write buffer's memtables into the profile table, and empties the table for a
+/// FLUSHALL, on a thread of its own.
+///
+/// A merge takes every memtable there is (freezing the active one), walks their newest
+/// entries in id order, and writes them into the table `rowsPerRange` rows per transaction,
+/// so that many writes share each page of the table and of its sequence index. Once every
+/// range has committed it records the newest sequence merged (`log_state.merged_seq`) in a
+/// transaction synced to disk, drops the memtables from the buffer, and removes the log
+/// segments that hold nothing newer. A crash anywhere in between replays those writes again
+/// at the next open, which writes the same rows.
+///
+/// A merge nobody waits for is background work: each of its steps runs on a thread of its own
+/// at SCHED_IDLE, which takes only CPU time nothing else wants, and is abandoned, having
+/// changed nothing, as soon as the merge becomes urgent (`WriteBuffer.isUrgent`); it then
+/// runs again at once at normal priority on the merger's thread, and the ranges committed
+/// before stay merged.
+///
+/// Threading: `run` is the merger thread's body; `stop` from any thread; `mergeEverything`
+/// only while no merger thread runs (opening the store).
+final class Merger: @unchecked Sendable {
+    private let file: StoreFile
+    private let buffer: WriteBuffer
+    private let log: WriteLogWriter?
+    private let connection: Connection
+    private let beginStatement: Statement
+    private let commitStatement: Statement
+    private let rollbackStatement: Statement
+    private let upsertStatement: Statement
+    private let upsertBatchStatement: Statement
+    private let deleteStatement: Statement
+    private let deleteAllStatement: Statement
+    private let mergedThroughStatement: Statement
+    private let passiveCheckpointStatement: Statement
+    private let pending = PendingUpserts()
+    let rowsPerRange: Int
+    /// Tells the operator about a failure: a message and the error.
+    private let warn: @Sendable (_ message: String, _ error: String) -> Void
+
+    /// Set under the buffer's lock: the thread finishes what the buffer holds, then returns.
+    private var stopping = false
+    /// Why the last merge failed, until one succeeds; under the buffer's lock.
+    private(set) var lastFailure: String?
+    let merges = Atomic<Int>(0)
+    let mergedRows = Atomic<Int>(0)
+    private let idleRefusalLogged = Atomic<Bool>(false)
+
+    /// A merge starts once the buffer holds this share of its limit, or once its oldest write
+    /// has waited `maximumWaitNanos`; before, small merges would cost more per row.
+    static let startShare = 32
+    static let maximumWaitNanos = 1_000_000_000
+
+    /// - Parameters:
+    ///   - log: removes the segments a merge made obsolete; nil when opening the store, which
+    ///     removes them itself.
+    init(file: StoreFile, buffer: WriteBuffer, log: WriteLogWriter?, cacheKibibytes: Int,
+         rowsPerRange: Int = SQLiteProfileStore.defaultRowsPerMergeRange,
+         warn: @escaping @Sendable (_ message: String, _ error: String) -> Void) throws(StoreError) {
+        precondition(rowsPerRange > 0, "a merge range holds at least one row")
+        self.warn = warn
+        self.file = file
+        self.buffer = buffer
+        self.log = log
+        self.rowsPerRange = rowsPerRange
+        connection = try Connection(file: file)
+        // It writes the table in large transactions, as the offline writer does.
+        try SQLiteProfileWriter.configureForLargeTransactions(connection, cacheKibibytes: cacheKibibytes)
+        // Only this connection writes the table while a server holds the store.
+        beginStatement = try Statement(connection, "BEGIN IMMEDIATE")
+        commitStatement = try Statement(connection, "COMMIT")
+        rollbackStatement = try Statement(connection, "ROLLBACK")
+        upsertStatement = try Statement(connection, SQLiteProfileWriter.upsertSQL(rows: 1))
+        upsertBatchStatement = try Statement(connection, SQLiteProfileWriter.upsertSQL(rows: PendingUpserts.batchRows))
+        deleteStatement = try Statement(connection, "DELETE FROM profiles WHERE user_id = ?1")
+        deleteAllStatement = try Statement(connection, "DELETE FROM profiles")
+        mergedThroughStatement = try Statement(connection, "UPDATE log_state SET merged_seq = ?1")
+        passiveCheckpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(PASSIVE)")
+    }
+
+    /// The newest write sequence the table has, as recorded (see `log_state`).
+    static func mergedThrough(_ connection: Connection) throws(StoreError) -> Int64 {
+        try connection.integer("SELECT merged_seq FROM log_state")
+    }
+
+    // MARK: The thread
+
+    /// The merger thread's loop: merges when there is enough to merge or a write waits too
+    /// long, empties the table after a FLUSHALL, and after `stop` merges what is left and
+    /// returns.
+    func run() {
+        var failures = 0
+        buffer.lock.lock()
+        while true {
+            if let sequence = buffer.clearedAt {
+                buffer.lock.unlock()
+                let ok = attempt(&failures) { () throws(StoreError) in try emptyTable(through: sequence) }
+                buffer.lock.lock()
+                if ok { buffer.tableEmptied(at: sequence) }
+                continue
+            }
+            if shouldMerge(now: monotonicNanos()) {
+                let memtables = buffer.freezeAll()
+                buffer.lock.unlock()
+                var completed = false
+                let ok = attempt(&failures) { () throws(StoreError) in
+                    completed = try merge(memtables, background: true)
+                }
+                buffer.lock.lock()
+                if ok && completed { finish(memtables) }
+                continue
+            }
+            if stopping { break }
+            buffer.lock.wait(forNanos: 100_000_000)
+        }
+        buffer.lock.unlock()
+    }
+
+    /// Runs one merge or emptying; on failure records why, waits a little (longer after each
+    /// failure in a row) and says so. Called without the buffer's lock.
+    private func attempt(_ failures: inout Int, _ work: () throws(StoreError) -> Void) -> Bool {
+        do {
+            try work()
+            failures = 0
+            buffer.lock.lock()
+            lastFailure = nil
+            buffer.lock.unlock()
+            return true
+        } catch {
+            failures += 1
+            let reason = error.reason
+            // Once per run of failures: a full disk would otherwise fill the log with the same line.
+            if failures == 1 { warn("merging the write log into the table failed; retrying", "\(error)") }
+            buffer.lock.lock()
+            lastFailure = reason
+            buffer.lock.unlock()
+            buffer.lock.broadcast()
+            usleep(useconds_t(min(failures, 10) * 100_000))
+            return false
+        }
+    }
+
+    /// After a merge committed: the buffer forgets what it merged, waiting writers may go on,
+    /// and the log loses the segments it no longer needs. Buffer's lock held.
+    private func finish(_ memtables: [Memtable]) {
+        let through = memtables.map(\.lastSequence).max() ?? 0
+        buffer.drop(memtables)
+        buffer.lock.broadcast()
+        buffer.lock.unlock()
+        log?.removeSegments(mergedThrough: through)
+        // Copies the merge's pages back into the database file; never waits for readers.
+        _ = try? passiveCheckpointStatement.firstInteger()
+        buffer.lock.lock()
+    }
+
+    /// Whether to merge now; buffer's lock held.
+    private func shouldMerge(now: Int) -> Bool {
+        guard let oldest = buffer.oldestAppendNanos else { return false }
+        return stopping || buffer.isUrgent || buffer.bytes * Self.startShare >= buffer.limitBytes
+            || now - oldest >= Self.maximumWaitNanos
+    }
+
+    /// Asks the thread to merge what is left and return. Any thread.
+    func stop() {
+        buffer.lock.lock()
+        stopping = true
+        buffer.noteUrgency(stopping: true)
+        buffer.lock.unlock()
+        buffer.lock.broadcast()
+    }
+
+    // MARK: Merging
+
+    /// Merges every memtable of the buffer now, on the calling thread: opening a store whose
+    /// log had writes the table lacked. No merger thread may run.
+    func mergeEverything() throws(StoreError) {
+        buffer.lock.lock()
+        let cleared = buffer.clearedAt
+        buffer.lock.unlock()
+        if let cleared {
+            try emptyTable(through: cleared)
+            buffer.lock.lock()
+            buffer.tableEmptied(at: cleared)
+            buffer.lock.unlock()
+        }
+        buffer.lock.lock()
+        let memtables = buffer.freezeAll()
+        buffer.lock.unlock()
+        guard !memtables.isEmpty else { return }
+        _ = try merge(memtables, background: false)
+        buffer.lock.lock()
+        finish(memtables)
+        buffer.lock.unlock()
+    }
+
+    /// Writes the newest entry of each id in `memtables` into the table, range by range, then
+    /// records the newest sequence merged, synced to disk. Returns false, having recorded
+    /// nothing, when a FLUSHALL came meanwhile: its emptying of the table goes first.
+    private func merge(_ memtables: [Memtable], background: Bool) throws(StoreError) -> Bool {
+        for memtable in memtables where memtable.sortedLatest == nil {
+            let sorted = try step(background: background) { _ in memtable.makeSortedLatest() }
+            buffer.lock.lock()
+            memtable.publish(sortedLatest: sorted)
+            buffer.lock.unlock()
+        }
+        var cursor = MergeCursor(memtables)
+        var rows = 0
+        while !cursor.isAtEnd {
+            if flushIsPending { return false }
+            let start = cursor
+            do {
+                rows += try step(background: background) { abandon throws(StoreError) -> Int in
+                    try self.writeRange(&cursor, abandonIf: abandon)
+                }
+            } catch {
+                cursor = start
+                throw error
+            }
+        }
+        if flushIsPending { return false }
+        try recordMerged(through: memtables.map(\.lastSequence).max() ?? 0)
+        merges.add(1, ordering: .relaxed)
+        mergedRows.add(rows, ordering: .relaxed)
+        return true
+    }
+
+    private var flushIsPending: Bool {
+        buffer.lock.lock()
+        defer { buffer.lock.unlock() }
+        return buffer.clearedAt != nil
+    }
+
+    /// Writes the next `rowsPerRange` rows of the cursor in one transaction; returns how many.
+    private func writeRange(_ cursor: inout MergeCursor, abandonIf abandon: @escaping () -> Bool) throws(StoreError) -> Int {
+        var written = 0
+        try transaction(abandonIf: abandon) { () throws(StoreError) in
+            while written < rowsPerRange, let entry = cursor.next() {
+                if entry.isRemoval {
+                    try writePending()
+                    let statement = deleteStatement
+                    defer { statement.reset() }
+                    try statement.checkFault()
+                    try statement.bind(1, entry.userId)
+                    _ = try statement.step()
+                } else {
+                    pending.append(userId: entry.userId, name: entry.name, portraitUri: entry.portraitUri,
+                                   sequence: entry.sequence)
+                    if pending.count == PendingUpserts.batchRows { try writePending() }
+                }
+                written += 1
+            }
+            try writePending()
+        }
+        return written
+    }
+
+    private func writePending() throws(StoreError) {
+        let pending = self.pending
+        try pending.write(single: upsertStatement, batch: upsertBatchStatement) { statement, rows throws(StoreError) in
+            try statement.checkFault()
+            try pending.bind(rows, to: statement)
+            _ = try statement.step()
+        }
+    }
+
+    /// FLUSHALL: empties the table and records the FLUSHALL's sequence as merged, in one
+    /// transaction synced to disk, so no write before it comes back at the next open.
+    private func emptyTable(through sequence: Int64) throws(StoreError) {
+        try transaction(synced: true) { () throws(StoreError) in
+            try deleteAllStatement.checkFault()
+            try deleteAllStatement.run()
+            try bindMergedThrough(sequence)
+        }
+        log?.removeSegments(mergedThrough: sequence)
+    }
+
+    private func recordMerged(through sequence: Int64) throws(StoreError) {
+        try transaction(synced: true) { () throws(StoreError) in try bindMergedThrough(sequence) }
+    }
+
+    private func bindMergedThrough(_ sequence: Int64) throws(StoreError) {
+        let statement = mergedThroughStatement
+        try statement.checkFault()
+        try statement.bind(1, sequence)
+        try statement.run()
+    }
+
+    /// BEGIN IMMEDIATE; body; COMMIT, rolled back on any error. `abandon` is asked every few
+    /// thousand SQLite steps; once it answers true the statement stops and the transaction
+    /// rolls back with `.interrupted`. `synced`: the commit waits for the disk even at
+    /// `synchronous=NORMAL`, since the log segments it makes obsolete are removed after it.
+    private func transaction(abandonIf abandon: (() -> Bool)? = nil, synced: Bool = false,
+                             _ body: () throws(StoreError) -> Void) throws(StoreError) {
+        if let abandon, abandon() { throw interrupted() }
+        let switchesSync = synced && file.synchronous != .full
+        if switchesSync { try connection.execute("PRAGMA synchronous = FULL") }
+        defer { if switchesSync { try? connection.applySynchronousMode() } }
+        try beginStatement.run()
+        do {
+            if let abandon {
+                abandonCheck = abandon
+                sqlite3_progress_handler(connection.handle, Self.stepsBetweenAbandonChecks, mergeProgress,
+                                         Unmanaged.passUnretained(self).toOpaque())
+            }
+            defer {
+                if abandon != nil {
+                    sqlite3_progress_handler(connection.handle, 0, nil, nil)
+                    abandonCheck = nil
+                }
+            }
+            try body()
+        } catch {
+            pending.removeAll()
+            rollbackStatement.rollBackIfOpen()
+            throw error
+        }
+        do {
+            try commitStatement.checkFault()
+            try commitStatement.run()
+        } catch {
+            rollbackStatement.rollBackIfOpen()
+            throw error
+        }
+    }
+
+    /// Copies the database's write-ahead log back into the file and truncates it: the last step
+    /// of a clean stop, once everything is merged.
+    func checkpoint() throws(StoreError) {
+        let busy = try connection.integer("PRAGMA wal_checkpoint(TRUNCATE)")
+        guard busy == 0 else {
+            throw StoreError(kind: .busy, resultCode: 5, message: "the checkpoint could not finish: the database is in use",
+                             path: file.path)
+        }
+    }
+
+    private func interrupted() -> StoreError {
+        StoreError(kind: .interrupted, resultCode: SQLITE_INTERRUPT, message: "interrupted", path: file.path)
+    }
+
+    /// SQLite virtual-machine steps between two questions to `abandon`: an atomic load each
+    /// time, so asking often costs nothing measurable, and an abandon takes effect promptly.
+    static let stepsBetweenAbandonChecks: Int32 = 4096
+
+    private var abandonCheck: (() -> Bool)?
+    fileprivate var shouldAbandon: Bool { abandonCheck?() ?? false }
+
+    /// Runs one step of a merge and returns its result. A background step runs on a thread of
+    /// its own, named "merge", at SCHED_IDLE, and is abandoned when the merge turns urgent; it
+    /// then runs again at once, urgently, on this thread. Only a thread made for the step may
+    /// drop to SCHED_IDLE: there is no way back from it without privileges.
+    private func step<R>(background: Bool,
+                         _ body: @escaping (_ abandonIf: @escaping () -> Bool) throws(StoreError) -> R) throws(StoreError) -> R {
+        nonisolated(unsafe) let body = body
+        var background = background && !buffer.isUrgent
+        while true {
+            if !background { return try body { false } }
+            let outcome = StepOutcome<R>()
+            let buffer = self.buffer
+            let run: @Sendable () -> Void = {
+                if profiled_idle_this_thread() != 0 && !self.idleRefusalLogged.exchange(true, ordering: .relaxed) {
+                    // Once: a system that refuses it (a seccomp filter, say) refuses every step.
+                    self.warn("cannot move background merges to SCHED_IDLE; they run at normal priority",
+                              String(cString: strerror(errno)))
+                }
+                do throws(StoreError) {
+                    outcome.result = .success(try body { buffer.isUrgent })
+                } catch {
+                    outcome.result = .failure(error)
+                }
+            }
+            guard let thread = tryStartThread("merge", run) else {
+                background = false
+                continue
+            }
+            pthread_join(thread, nil)
+            switch outcome.result! {
+            case .success(let value):
+                return value
+            case .failure(let error) where error.kind == .interrupted:
+                // It became urgent while running in the background: run it again, now.
+                background = false
+            case .failure(let error):
+                throw error
+            }
+        }
+    }
+}
+
+/// What a merge step's thread hands back, read after joining it.
+private final class StepOutcome<R>: @unchecked Sendable {
+    var result: Result<R, StoreError>?
+}
+
+/// SQLite's progress handler during a merge step: non-zero interrupts the running statement.
+private func mergeProgress(_ context: UnsafeMutableRawPointer?) -> Int32 {
+    Unmanaged<Merger>.fromOpaque(context!).takeUnretainedValue().shouldAbandon ? 1 : 0
+}
+
+/// Walks the newest entry of each id over several sorted memtables, in id order; where
+/// memtables share an id, the newest memtable's entry wins.
+///
+/// A value: copying it saves a position to go back to.
+struct MergeCursor {
+    private let memtables: [Memtable]
+    private var positions: [Int]
+    /// Indices of memtables not at their end, as a binary min-heap by (id, newest memtable first).
+    private var heap: [Int]
+
+    init(_ memtables: [Memtable]) {
+        self.memtables = memtables
+        positions = Array(repeating: 0, count: memtables.count)
+        heap = memtables.indices.filter { !memtables[$0].sortedLatest!.isEmpty }
+        for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+    }
+
+    var isAtEnd: Bool { heap.isEmpty }
+
+    private func current(_ memtable: Int) -> MemtableEntry {
+        memtables[memtable].entry(at: memtables[memtable].sortedLatest![positions[memtable]])
+    }
+
+    private func less(_ a: Int, _ b: Int) -> Bool {
+        let order = compareIds(current(a).userId, current(b).userId)
+        return order != 0 ? order < 0 : a > b
+    }
+
+    /// The next id's newest entry, or nil at the end.
+    mutating func next() -> MemtableEntry? {
+        guard let top = heap.first else { return nil }
+        let entry = current(top)
+        // Every memtable at this same id moves past it; only the newest one's entry counts.
+        while let first = heap.first, sameBytes(current(first).userId, entry.userId) {
+            advance(first)
+        }
+        return entry
+    }
+
+    private mutating func advance(_ memtable: Int) {
+        positions[memtable] += 1
+        if positions[memtable] == memtables[memtable].sortedLatest!.count {
+            heap[0] = heap[heap.count - 1]
+            heap.removeLast()
+        }
+        if !heap.isEmpty { siftDown(0) }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var i = start
+        while true {
+            let left = 2 * i + 1
+            guard left < heap.count else { return }
+            var smallest = left
+            if left + 1 < heap.count && less(heap[left + 1], heap[left]) { smallest = left + 1 }
+            guard less(heap[smallest], heap[i]) else { return }
+            heap.swapAt(i, smallest)
+            i = smallest
+        }
+    }
+}

@@ -1,0 +1,329 @@
+import CSQLite
+import Glibc
+import Testing
+@_spi(Testing) @testable import ProfileStore
+
+/// The store's write path: what a commit does to each operation, what readers see before
+/// and after the merge, what reopening does with what the log holds, and how commits are held
+/// back when merges cannot keep up.
+@Suite struct WritePathTests {
+    let directory = TemporaryDirectory()
+    var path: String { directory.file("profiles.sqlite3") }
+
+    @Test func eachOperationSeesTheOnesBeforeItAndReportsBeforeAndAfter() throws {
+        let store = try openStore(path)
+        let writes = try store.openWritePath()
+        defer { try? writes.close() }
+        let results = writes.commit([
+            TestUnit([.put("a", "A", "ua"), .read("a"), .remove("b"), .put("b", "B", "")]),
+            TestUnit([.remove("a"), .read("a"), .put("a", "A2", "ua2")]),
+            TestUnit(.read("b")),
+        ])
+        let present = ProfileState.present(hasName: true, hasPortraitUri: true)
+        #expect(try results[0].get() == [
+            Outcome(before: .absent, after: Profile("a", "A", "ua"), changed: true),
+            Outcome(before: present, after: Profile("a", "A", "ua"), changed: false),
+            Outcome(before: .absent, after: nil, changed: false),
+            Outcome(before: .absent, after: Profile("b", "B", ""), changed: true),
+        ])
+        #expect(try results[1].get() == [
+            Outcome(before: present, after: nil, changed: true),
+            Outcome(before: .absent, after: nil, changed: false),
+            Outcome(before: .absent, after: Profile("a", "A2", "ua2"), changed: true),
+        ])
+        #expect(try results[2].get() == [
+            Outcome(before: .present(hasName: true, hasPortraitUri: false), after: Profile("b", "B", ""), changed: false),
+        ])
+        #expect(writes.rowCount == 2)
+        let reader = try store.makeReader()
+        #expect(try reader.get("a") == Profile("a", "A2", "ua2"))
+        #expect(try reader.get("b") == Profile("b", "B", ""))
+        #expect(try reader.recent(10) == ["a", "b"])
+    }
+
+    @Test func patchesCreateKeepAndRemoveAsAsked() throws {
+        let store = try openStore(path)
+        let writes = try store.openWritePath()
+        defer { try? writes.close() }
+        try writes.commit(TestUnit(.put("p", "name", "")))
+        // A patch of a missing profile that may not create one changes nothing.
+        #expect(try writes.commit(TestUnit(.patch("missing", name: .set("n"), portraitUri: .keep,
+                                                  createsMissing: false, removesEmptied: false)))
+                == [Outcome(before: .absent, after: nil, changed: false)])
+        // One that may creates it with the other field empty.
+        #expect(try writes.commit(TestUnit(.patch("new", name: .keep, portraitUri: .set("u"),
+                                                  createsMissing: true, removesEmptied: true)))
+                == [Outcome(before: .absent, after: Profile("new", "", "u"), changed: true)])
+        // setIfEmpty writes only an empty field.
+        #expect(try writes.commit(TestUnit(.patch("p", name: .setIfEmpty("other"), portraitUri: .setIfEmpty("u"),
+                                                  createsMissing: true, removesEmptied: true)))
+                == [Outcome(before: .present(hasName: true, hasPortraitUri: false), after: Profile("p", "name", "u"),
+                            changed: true)])
+        #expect(try writes.commit(TestUnit(.patch("p", name: .setIfEmpty("other"), portraitUri: .keep,
+                                                  createsMissing: true, removesEmptied: true)))
+                == [Outcome(before: .present(hasName: true, hasPortraitUri: true), after: Profile("p", "name", "u"),
+                            changed: false)])
+        // Emptying both fields removes the profile when asked to, and keeps it otherwise.
+        #expect(try writes.commit(TestUnit(.patch("p", name: .set(""), portraitUri: .set(""),
+                                                  createsMissing: false, removesEmptied: true)))
+                == [Outcome(before: .present(hasName: true, hasPortraitUri: true), after: nil, changed: true)])
+        #expect(try writes.commit(TestUnit(.patch("new", name: .keep, portraitUri: .set(""),
+                                                  createsMissing: false, removesEmptied: false)))
+                == [Outcome(before: .present(hasName: false, hasPortraitUri: true), after: Profile("new", "", ""),
+                            changed: true)])
+        #expect(writes.rowCount == 1)
+        #expect(try store.makeReader().get("p") == nil)
+    }
+
+    @Test func removeAllForgetsEverythingBeforeItInTheSameCommit() throws {
+        do {
+            let store = try openStore(path)
+            let writes = try store.openWritePath()
+            try writes.commit(TestUnit([.put("old", "o", ""), .put("older", "o", "")]))
+            try writes.close()
+        }
+
+        let reopened = try openStore(path)
+        let again = try reopened.openWritePath()
+        let results = again.commit([
+            TestUnit(.put("before", "b", "")),
+            TestUnit([.read("old"), .removeAll, .read("old"), .put("after", "a", "")]),
+        ])
+        #expect(try results[1].get().map(\.before) == [.present(hasName: true, hasPortraitUri: false), .absent, .absent, .absent])
+        #expect(again.rowCount == 1)
+        let reader = try reopened.makeReader()
+        for id in ["old", "older", "before"] { #expect(try reader.get(id) == nil) }
+        #expect(try reader.get("after") == Profile("after", "a", ""))
+        #expect(try reader.recent(10) == ["after"])
+        #expect(try reader.scan(after: "", limit: 10) == ["after"])
+        // The merger empties the table, then merges what came after.
+        #expect(eventually { tableRows(path) == ["after": "a"] })
+        try again.close()
+    }
+
+    @Test func whatTheCallerKnowsSparesTheTableButTheBufferKnowsBetter() throws {
+        do {
+            let store = try openStore(path)
+            let writes = try store.openWritePath()
+            try writes.commit(TestUnit(.put("merged", "m", "")))
+            try writes.close()
+        }
+        let store = try openStore(path)
+        let writes = try store.openWritePath()
+        defer { try? writes.close() }
+        try writes.commit(TestUnit(.put("buffered", "b", "")))
+        var asked: [String] = []
+        let results = writes.commit([TestUnit([.remove("buffered"), .remove("merged"), .remove("nowhere")])]) { id in
+            asked.append(id)
+            // The caller claims "merged" is absent and says nothing of the others.
+            return id == "merged" ? .absent : .unknown
+        }
+        // The buffer answers for "buffered" without asking; "merged" is taken at its word.
+        #expect(asked == ["merged", "nowhere"])
+        #expect(try results[0].get().map(\.changed) == [true, false, false])
+        #expect(writes.rowCount == 1)
+    }
+
+    @Test func mergesMoveWritesIntoTheTableWhileReadersKeepSeeingThem() throws {
+        let store = try SQLiteProfileStore(path: path, writeBufferBytes: 1 << 20, rowsPerMergeRange: 7)
+        let writes = try store.openWritePath()
+        let reader = try store.makeReader()
+        try reader.beginRead()
+        // A snapshot of the table taken before the merge: the reader must not trust it after.
+        #expect(try reader.get("id0") == nil)
+        for round in 0..<20 {
+            try writes.commit(TestUnit((0..<50).map { .put("id\($0)", "round \(round)", String(repeating: "u", count: 100)) }))
+        }
+        try writes.commit(TestUnit(.remove("id7")))
+        #expect(eventually { writes.statistics.unmergedWrites == 0 })
+        #expect(writes.statistics.merges >= 1)
+        #expect(try reader.get("id0")?.name == "round 19")
+        #expect(try reader.get("id7") == nil)
+        reader.endRead()
+        let table = tableRows(path)
+        #expect(table.count == 49)
+        #expect(table["id49"] == "round 19")
+        #expect(writes.rowCount == 49)
+        try writes.close()
+        #expect(segments(path).isEmpty)
+    }
+
+    @Test func recentAndScanReadTheBufferTogetherWithTheTable() throws {
+        do {
+            let store = try openStore(path)
+            let writes = try store.openWritePath()
+            for id in ["a", "b", "c", "d", "e", "f"] { try writes.commit(TestUnit(.put(id, "table", ""))) }
+            try writes.close()
+        }
+        let store = try openStore(path)
+        let writes = try store.openWritePath()
+        defer { try? writes.close() }
+        // In the buffer now: a newer c, a removal of d, a new g.
+        try writes.commit(TestUnit([.put("c", "buffer", ""), .remove("d"), .put("g", "buffer", ""), .put("aa", "buffer", "")]))
+        let reader = try store.makeReader()
+        #expect(try reader.recent(4) == ["aa", "g", "c", "f"])
+        #expect(try reader.recent(100) == ["aa", "g", "c", "f", "e", "b", "a"])
+        #expect(try reader.scan(after: "", limit: 3) == ["a", "aa", "b"])
+        #expect(try reader.scan(after: "b", limit: 3) == ["c", "e", "f"])
+        #expect(try reader.scan(after: "f", limit: 3) == ["g"])
+        #expect(try reader.get("c")?.name == "buffer")
+        #expect(try reader.count() == 7)
+    }
+
+    @Test func reopeningReplaysWhatTheTableLacksAndStopsAtATornFrame() throws {
+        do { _ = try openStore(path) }
+        try writeSegment(number: 1, previousLength: 0, frames: [
+            (1, [(.put, "a", "A"), (.put, "b", "B")]),
+            (3, [(.removal, "a", ""), (.put, "c", "C")]),
+            (5, [(.put, "torn", "T")]),
+        ], cutLastFrameShort: true)
+        let store = try openStore(path)
+        let reader = try store.makeReader()
+        #expect(try reader.get("a") == nil)
+        #expect(try reader.get("b")?.name == "B")
+        #expect(try reader.get("c")?.name == "C")
+        #expect(try reader.get("torn") == nil)
+        // Merged into the table at open, and the log is gone.
+        #expect(tableRows(path) == ["b": "B", "c": "C"])
+        #expect(segments(path).isEmpty)
+        // Sequences go on after what was replayed.
+        let writes = try store.openWritePath()
+        try writes.commit(TestUnit(.put("d", "D", "")))
+        #expect(try reader.recent(3) == ["d", "c", "b"])
+        try writes.close()
+    }
+
+    @Test func aSegmentAfterOneThatLostItsEndIsNotReplayed() throws {
+        do { _ = try openStore(path) }
+        let first = try writeSegment(number: 1, previousLength: 0, frames: [(1, [(.put, "kept", "1")]), (2, [(.put, "lost", "2")])],
+                                     cutLastFrameShort: true)
+        // The next segment began when the first had both frames: its end was lost since.
+        try writeSegment(number: 2, previousLength: first.fullLength, frames: [(3, [(.put, "later", "3")])])
+        let reader = try openStore(path).makeReader()
+        #expect(try reader.get("kept") != nil)
+        #expect(try reader.get("lost") == nil)
+        #expect(try reader.get("later") == nil)
+    }
+
+    @Test func aForeignFileNamedLikeASegmentStopsTheOpen() throws {
+        do { _ = try openStore(path) }
+        write(Array("not a log at all, but long enough to have a header".utf8), to: path + "-log.1")
+        let error = storeError { _ = try openStore(path) }
+        #expect(error?.kind == .notADatabase)
+        #expect(contents(of: path + "-log.1") == Array("not a log at all, but long enough to have a header".utf8))
+    }
+
+    @Test(arguments: [SQLITE_FULL, SQLITE_IOERR])
+    func aFailedCommitChangesNothing(code: Int32) throws {
+        let store = try openStore(path)
+        let writes = try store.openWritePath()
+        defer { try? writes.close() }
+        try writes.commit(TestUnit(.put("a", "before", "")))
+        store.setFault(code)
+        let results = writes.commit([TestUnit(.put("a", "after", "")), TestUnit([.put("b", "b", ""), .remove("a")])])
+        for result in results {
+            guard case .failure(let error) = result else {
+                Issue.record("a commit went through a fault")
+                continue
+            }
+            #expect(error.resultCode == code)
+            #expect(!error.reason.contains(path), "a reason for clients names a file: \(error.reason)")
+        }
+        store.setFault(nil)
+        let reader = try store.makeReader()
+        #expect(try reader.get("a")?.name == "before")
+        #expect(try reader.get("b") == nil)
+        #expect(writes.rowCount == 1)
+        try writes.commit(TestUnit(.put("b", "b", "")))
+        #expect(writes.rowCount == 2)
+    }
+
+    /// Merges cannot run while another connection holds the database's write lock: commits go
+    /// on into the buffer, are held back once it is half full, and fail with a reason once it
+    /// stays full past the busy timeout; readers are answered throughout, and once the lock
+    /// goes everything merges.
+    @Test func aBufferThatMergesCannotEmptyHoldsCommitsBackThenFailsThem() throws {
+        let store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: 200, writeBufferBytes: 1 << 20)
+        let writes = try store.openWritePath()
+        defer { try? writes.close() }
+        var blocker: OpaquePointer?
+        #expect(sqlite3_open(path, &blocker) == SQLITE_OK)
+        defer { sqlite3_close(blocker) }
+        #expect(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nil, nil, nil) == SQLITE_OK)
+        let value = String(repeating: "v", count: 1000)
+        var failure: StoreError?
+        var committed = 0
+        for round in 0..<2000 where failure == nil {
+            switch writes.commit([TestUnit(.put("id\(round)", value, ""))])[0] {
+            case .success: committed += 1
+            case .failure(let error): failure = error
+            }
+        }
+        #expect(writes.statistics.delayedCommits > 0)
+        #expect(failure?.kind == .busy)
+        #expect(failure?.reason.hasPrefix("the write buffer stayed full for ") == true, "\(String(describing: failure))")
+        #expect(try store.makeReader().get("id0")?.name == value)
+        #expect(writes.rowCount == committed)
+        #expect(sqlite3_exec(blocker, "ROLLBACK", nil, nil, nil) == SQLITE_OK)
+        #expect(eventually { writes.statistics.unmergedWrites == 0 })
+        #expect(tableRows(path).count == committed)
+        try writes.commit(TestUnit(.put("after", "a", "")))
+    }
+
+    /// Logs of earlier versions (an SQLite file beside the database) are merged at open and removed.
+    @Test func aLogInTheEarlierLayoutIsMergedAtOpen() throws {
+        do { _ = try openStore(path) }
+        var handle: OpaquePointer?
+        #expect(sqlite3_open(path + "-writes", &handle) == SQLITE_OK)
+        let earlier = """
+            PRAGMA journal_mode = WAL;
+            CREATE TABLE writes_0 (user_id TEXT NOT NULL, name TEXT, portrait_uri TEXT, seq INTEGER NOT NULL);
+            CREATE TABLE writes_1 (user_id TEXT NOT NULL, name TEXT, portrait_uri TEXT, seq INTEGER NOT NULL);
+            PRAGMA application_id = \(Schema.applicationId);
+            INSERT INTO writes_0 VALUES ('a', 'old', 'u1', 1), ('b', 'gone', 'u2', 2);
+            INSERT INTO writes_1 VALUES ('a', 'newer', 'u3', 3), ('b', NULL, NULL, 4);
+            """
+        #expect(sqlite3_exec(handle, earlier, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(handle)
+
+        let store = try openStore(path)
+        let reader = try store.makeReader()
+        #expect(try reader.get("a") == Profile("a", "newer", "u3"))
+        #expect(try reader.get("b") == nil)
+        #expect(access(path + "-writes", F_OK) != 0)
+        let writes = try store.openWritePath()
+        try writes.commit(TestUnit(.put("c", "appended", "")))
+        #expect(try reader.recent(2) == ["c", "a"])
+        try writes.close()
+    }
+
+    /// Writes one segment by hand, as a server would have left it: frames of (kind, id, name)
+    /// with their first sequence; the last frame cut short when asked, as a crash in the
+    /// middle of its write would. Returns the segment's length before any cut.
+    @discardableResult
+    func writeSegment(number: UInt64, previousLength: Int,
+                      frames: [(Int64, [(WriteLogFile.OperationKind, String, String)])],
+                      cutLastFrameShort: Bool = false) throws -> (fullLength: Int, Void) {
+        let file = try StoreFile(path: path, synchronous: .normal, busyTimeoutMilliseconds: 1000)
+        let segment = WriteLogFile.segmentPath(of: path, number: number)
+        var bytes = WriteLogFile.header(number: number, previousLength: previousLength)
+        let frame = LogFrame()
+        var lastFrameLength = 0
+        for (first, operations) in frames {
+            frame.begin(firstSequence: first)
+            for (kind, id, name) in operations {
+                Array(id.utf8).withUnsafeBytes { id in
+                    Array(name.utf8).withUnsafeBytes { name in _ = frame.append(kind, userId: id, name: name) }
+                }
+            }
+            frame.seal()
+            bytes += Array(frame.bytes)
+            lastFrameLength = frame.bytes.count
+        }
+        _ = file
+        let fullLength = bytes.count
+        if cutLastFrameShort { bytes.removeLast(lastFrameLength / 2) }
+        write(bytes, to: segment)
+        return (fullLength, ())
+    }
+}
