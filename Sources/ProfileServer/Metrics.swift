@@ -35,6 +35,8 @@ let prometheusNames: [(stat: String, metric: String, type: String, help: String)
      "Time group commits were held back, in milliseconds."),
     ("merges", "profiled_merges_total", "counter", "Merges of the write buffer into the profile table."),
     ("merged_rows", "profiled_merged_rows_total", "counter", "Rows merges wrote into the profile table."),
+    ("merge_steps_abandoned", "profiled_merge_steps_abandoned_total", "counter",
+     "Steps of background merges given up, and run again at once, because writes came to wait for them."),
 ]
 
 /// /metrics and /healthz over HTTP, with libevent's evhttp on the acceptor's event loop.

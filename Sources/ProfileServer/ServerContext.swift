@@ -82,6 +82,7 @@ extension ServerContext {
             ("write_delay_ms", writes.delayNanoseconds / 1_000_000),
             ("merges", writes.merges),
             ("merged_rows", writes.mergedRows),
+            ("merge_steps_abandoned", writes.abandonedMergeSteps),
         ])
     }
 }

@@ -50,6 +50,7 @@ enum LegacyWriteLog {
                         ON CONFLICT (user_id) DO UPDATE
                         SET name = excluded.name, portrait_uri = excluded.portrait_uri, seq = excluded.seq;
                         DELETE FROM main.profiles WHERE user_id IN (SELECT user_id FROM (\(newest)) WHERE name IS NULL);
+                        \(RecencyTable.rebuildSQL)
                         COMMIT;
                         """)
                 } catch {

@@ -35,6 +35,9 @@ final class Merger: @unchecked Sendable {
     private let upsertBatchStatement: Statement
     private let deleteStatement: Statement
     private let deleteAllStatement: Statement
+    private let deleteRecentStatement: Statement
+    private let recencyStatement: Statement
+    private let recencyBatchStatement: Statement
     private let mergedThroughStatement: Statement
     private let passiveCheckpointStatement: Statement
     private let pending = PendingUpserts()
@@ -48,6 +51,8 @@ final class Merger: @unchecked Sendable {
     private(set) var lastFailure: String?
     let merges = Atomic<Int>(0)
     let mergedRows = Atomic<Int>(0)
+    /// Background steps given up because the merge turned urgent, each run again at once.
+    let abandonedSteps = Atomic<Int>(0)
     private let idleRefusalLogged = Atomic<Bool>(false)
 
     /// A merge starts once the buffer holds this share of its limit, or once its oldest write
@@ -78,6 +83,9 @@ final class Merger: @unchecked Sendable {
         upsertBatchStatement = try Statement(connection, SQLiteProfileWriter.upsertSQL(rows: PendingUpserts.batchRows))
         deleteStatement = try Statement(connection, "DELETE FROM profiles WHERE user_id = ?1")
         deleteAllStatement = try Statement(connection, "DELETE FROM profiles")
+        deleteRecentStatement = try Statement(connection, "DELETE FROM recent")
+        recencyStatement = try Statement(connection, RecencyTable.appendSQL(rows: 1))
+        recencyBatchStatement = try Statement(connection, RecencyTable.appendSQL(rows: Self.recencyRowsPerStatement))
         mergedThroughStatement = try Statement(connection, "UPDATE log_state SET merged_seq = ?1")
         passiveCheckpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(PASSIVE)")
     }
@@ -209,24 +217,73 @@ final class Merger: @unchecked Sendable {
         }
         var cursor = MergeCursor(memtables)
         var rows = 0
+        var written: [MemtableEntry] = []
         while !cursor.isAtEnd {
             if flushIsPending { return false }
+            // A step abandoned in the background runs again from the same cursor: its rows were
+            // rolled back and must be written again.
             let start = cursor
-            do {
-                rows += try step(background: background) { abandon throws(StoreError) -> Int in
-                    try self.writeRange(&cursor, abandonIf: abandon)
-                }
-            } catch {
-                cursor = start
-                throw error
+            let range = try step(background: background) { abandon throws(StoreError) in
+                try self.writeRange(from: start, abandonIf: abandon)
             }
+            cursor = range.next
+            rows += range.rows
+            written += range.written
         }
         if flushIsPending { return false }
+        // The rows' sequences, in order: appends at the end of `recent`.
+        written.sort { $0.sequence < $1.sequence }
+        try step(background: background) { abandon throws(StoreError) in
+            try self.transaction(abandonIf: abandon) { () throws(StoreError) in try self.appendRecency(written) }
+        }
         try recordMerged(through: memtables.map(\.lastSequence).max() ?? 0)
         merges.add(1, ordering: .relaxed)
         mergedRows.add(rows, ordering: .relaxed)
+        try tidyRecency(appended: written.count, background: background)
         return true
     }
+
+    /// Rows `recent` holds, stale ones included, and the profiles the table held when last
+    /// counted: nil until first needed.
+    private var recencyRows: Int?
+    private var liveRows = 0
+
+    /// Builds `recent` again once stale rows outnumber live ones (see `RecencyTable.needsRebuild`).
+    private func tidyRecency(appended: Int, background: Bool) throws(StoreError) {
+        let rows: Int
+        if let known = recencyRows { rows = known } else { rows = Int(try connection.integer("SELECT count(*) FROM recent")) }
+        recencyRows = rows + appended
+        guard RecencyTable.needsRebuild(rows: rows + appended, liveRows: liveRows) else { return }
+        liveRows = Int(try connection.integer("SELECT count(*) FROM profiles"))
+        guard RecencyTable.needsRebuild(rows: rows + appended, liveRows: liveRows) else { return }
+        try step(background: background) { abandon throws(StoreError) in
+            try self.transaction(abandonIf: abandon) { () throws(StoreError) in
+                try self.connection.execute(RecencyTable.rebuildSQL)
+            }
+        }
+        recencyRows = liveRows
+    }
+
+    /// Appends (seq, user_id) of each entry to `recent`, in the order given.
+    private func appendRecency(_ entries: [MemtableEntry]) throws(StoreError) {
+        var first = 0
+        while first < entries.count {
+            let count = min(Self.recencyRowsPerStatement, entries.count - first)
+            let statement = count == Self.recencyRowsPerStatement ? recencyBatchStatement : recencyStatement
+            let rows = count == Self.recencyRowsPerStatement ? count : 1
+            defer { statement.reset() }
+            try statement.checkFault()
+            for i in 0..<rows {
+                try statement.bind(Int32(2 * i + 1), entries[first + i].sequence)
+                try statement.bind(Int32(2 * i + 2), entries[first + i].userId)
+            }
+            _ = try statement.step()
+            first += rows
+        }
+    }
+
+    /// Rows of `recent` one statement appends.
+    static let recencyRowsPerStatement = 64
 
     private var flushIsPending: Bool {
         buffer.lock.lock()
@@ -234,9 +291,14 @@ final class Merger: @unchecked Sendable {
         return buffer.clearedAt != nil
     }
 
-    /// Writes the next `rowsPerRange` rows of the cursor in one transaction; returns how many.
-    private func writeRange(_ cursor: inout MergeCursor, abandonIf abandon: @escaping () -> Bool) throws(StoreError) -> Int {
+    /// Writes the next `rowsPerRange` rows from `start` in one transaction; returns where the
+    /// next range starts, how many rows this one wrote, and which of them were upserts (for
+    /// `recent`).
+    private func writeRange(from start: MergeCursor, abandonIf abandon: @escaping () -> Bool) throws(StoreError)
+        -> (next: MergeCursor, rows: Int, written: [MemtableEntry]) {
+        var cursor = start
         var written = 0
+        var puts: [MemtableEntry] = []
         try transaction(abandonIf: abandon) { () throws(StoreError) in
             while written < rowsPerRange, let entry = cursor.next() {
                 if entry.isRemoval {
@@ -250,12 +312,13 @@ final class Merger: @unchecked Sendable {
                     pending.append(userId: entry.userId, name: entry.name, portraitUri: entry.portraitUri,
                                    sequence: entry.sequence)
                     if pending.count == PendingUpserts.batchRows { try writePending() }
+                    puts.append(entry)
                 }
                 written += 1
             }
             try writePending()
         }
-        return written
+        return (cursor, written, puts)
     }
 
     private func writePending() throws(StoreError) {
@@ -271,8 +334,10 @@ final class Merger: @unchecked Sendable {
     /// transaction synced to disk, so no write before it comes back at the next open.
     private func emptyTable(through sequence: Int64) throws(StoreError) {
         try transaction(synced: true) { () throws(StoreError) in
+            recencyRows = 0
             try deleteAllStatement.checkFault()
             try deleteAllStatement.run()
+            try deleteRecentStatement.run()
             try bindMergedThrough(sequence)
         }
         log?.removeSegments(mergedThrough: sequence)
@@ -382,6 +447,7 @@ final class Merger: @unchecked Sendable {
                 return value
             case .failure(let error) where error.kind == .interrupted:
                 // It became urgent while running in the background: run it again, now.
+                abandonedSteps.add(1, ordering: .relaxed)
                 background = false
             case .failure(let error):
                 throw error

@@ -130,6 +130,9 @@ public struct WritePathStatistics: Sendable {
     /// Merges finished, and the rows they wrote into the table.
     public var merges = 0
     public var mergedRows = 0
+    /// Steps of merges that ran in the background and were given up, to run again at once,
+    /// because someone came to wait for the merge.
+    public var abandonedMergeSteps = 0
 
     public init() {}
 }

@@ -37,9 +37,13 @@ final class SQLiteProfileReader: ProfileReader {
         // text column costs SQLite a copy into memory it allocates and frees per lookup.
         lookupStatement = try Statement(connection,
             "SELECT name, portrait_uri FROM profiles WHERE user_id = ?1")
-        // No LIMIT: rows the buffer has newer writes for are skipped, as many as there are.
-        recentStatement = try Statement(connection,
-            "SELECT user_id, name, portrait_uri FROM profiles ORDER BY seq DESC")
+        // No LIMIT: rows the buffer has newer writes for are skipped, as many as there are. A
+        // row of `recent` counts while its profile still has that sequence.
+        recentStatement = try Statement(connection, """
+            SELECT r.user_id, p.name, p.portrait_uri FROM recent AS r
+            JOIN profiles AS p ON p.user_id = r.user_id AND p.seq = r.seq
+            ORDER BY r.seq DESC
+            """)
         scanStatement = try Statement(connection,
             "SELECT user_id, name, portrait_uri FROM profiles WHERE user_id > ?1 ORDER BY user_id")
         beginStatement = try Statement(connection, "BEGIN")

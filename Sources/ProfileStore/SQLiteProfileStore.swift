@@ -111,7 +111,7 @@ public final class SQLiteProfileStore: ProfileStore {
         precondition(!writePathOpened.exchange(true, ordering: .relaxed), "a second write path for one store")
         let connection = try Connection(file: file)
         let rows = Int(try connection.integer("SELECT count(*) FROM profiles"))
-        let newest = max(try Merger.mergedThrough(connection), try connection.integer("SELECT ifnull(max(seq), 0) FROM profiles"))
+        let newest = try connection.integer(RecencyTable.newestSequenceSQL)
         let log = WriteLogWriter(file: file, firstNumber: (WriteLogFile.segmentNumbers(of: file.path).last ?? 0) + 1)
         let merger = try Merger(file: file, buffer: buffer, log: log, cacheKibibytes: writerCacheKibibytes,
                                 rowsPerRange: rowsPerMergeRange, warn: warn)

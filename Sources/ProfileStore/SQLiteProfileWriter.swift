@@ -26,6 +26,7 @@ final class SQLiteProfileWriter: ProfileWriter {
     private let updateStatement: Statement
     private let deleteStatement: Statement
     private let deleteAllStatement: Statement
+    private let deleteRecentStatement: Statement
     private let checkpointStatement: Statement
     private let pending = PendingUpserts()
     /// The write sequence of the newest row, while `isInTransaction`.
@@ -40,7 +41,7 @@ final class SQLiteProfileWriter: ProfileWriter {
         beginStatement = try Statement(connection, "BEGIN IMMEDIATE")
         commitStatement = try Statement(connection, "COMMIT")
         rollbackStatement = try Statement(connection, "ROLLBACK")
-        lastSequenceStatement = try Statement(connection, "SELECT ifnull(max(seq), 0) FROM profiles")
+        lastSequenceStatement = try Statement(connection, RecencyTable.newestSequenceSQL)
         countStatement = try Statement(connection, "SELECT count(*) FROM profiles")
         upsertStatement = try Statement(connection, Self.upsertSQL(rows: 1))
         upsertBatchStatement = try Statement(connection, Self.upsertSQL(rows: PendingUpserts.batchRows))
@@ -50,6 +51,8 @@ final class SQLiteProfileWriter: ProfileWriter {
             """)
         deleteStatement = try Statement(connection, "DELETE FROM profiles WHERE user_id = ?1")
         deleteAllStatement = try Statement(connection, "DELETE FROM profiles")
+        deleteRecentStatement = try Statement(connection, "DELETE FROM recent")
+        try connection.execute(RecencyTable.triggersSQL)
         checkpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
@@ -60,9 +63,9 @@ final class SQLiteProfileWriter: ProfileWriter {
     ///
     /// The page cache is the caller's choice: the server keeps a small one, an
     /// offline import's sorted writes need little more. A sort larger than the
-    /// cache (rebuilding profiles_by_seq over a large table) spills to a
+    /// cache (rebuilding the recent table over a large table) spills to a
     /// temporary file rather than to memory, so memory does not grow with the
-    /// table: in memory, a rebuild over three million rows took 270 MB.
+    /// table: in memory, such a sort over three million rows took 270 MB.
     /// A checkpoint copies each page in the log back once however many
     /// commits rewrote it, so with ids spread over a large table a rare
     /// checkpoint is far cheaper per write: every 65,536 pages (about
@@ -154,12 +157,12 @@ final class SQLiteProfileWriter: ProfileWriter {
             // Rows written before the batch are older than all of it.
             try writePendingUpserts()
             let base = lastSequence
-            let rebuild = try shouldRebuildSequenceIndex(adding: batch.count)
-            // In id order the rows' sequences are random, and keeping profiles_by_seq up to date
-            // row by row then costs more than the table itself; sorting the whole index once at
-            // the end is far cheaper. Both happen in this transaction, so no commit, and no kill
-            // at any moment, can leave the table without its index.
-            if rebuild { try executeWrite(Schema.dropSequenceIndex) }
+            let rebuild = try shouldRebuildRecency(adding: batch.count)
+            // In id order the rows' sequences are random, and appending them to `recent` one by
+            // one then costs more than the table itself; building it once from the table at the
+            // end is far cheaper. Both happen in this transaction, so no commit, and no kill at
+            // any moment, can leave `recent` behind the table.
+            if rebuild { try executeWrite(RecencyTable.dropTriggersSQL) }
             try batch.forEachSorted { (row, position) throws(StoreError) in
                 // The batch's runs are sorted by (id, position): a repeated id from a later run
                 // follows right after, and replaces the row still pending.
@@ -172,7 +175,7 @@ final class SQLiteProfileWriter: ProfileWriter {
                                sequence: base + Int64(position) + 1)
             }
             try writePendingUpserts()
-            if rebuild { try executeWrite(Schema.sequenceIndex) }
+            if rebuild { try executeWrite(RecencyTable.rebuildSQL + RecencyTable.triggersSQL) }
             lastSequence = base + Int64(batch.count)
         } catch {
             if failure == nil { failure = error }
@@ -180,33 +183,25 @@ final class SQLiteProfileWriter: ProfileWriter {
         }
     }
 
-    /// Rows of one batch from which rebuilding profiles_by_seq may pay: below it the batch's
-    /// index entries cost little whatever their order.
+    /// Rows of one batch from which rebuilding `recent` may pay: below it the batch's rows
+    /// cost little whatever their order.
     static let rebuildMinimumRows = 50_000
 
     /// A rebuild sorts the whole table, so it pays while the table holds at most this many rows
     /// per row of the batch: importing three million random ids in transactions of a million,
-    /// updating the index cost about 14 µs per batch row in the third transaction, while the
-    /// rebuild cost about 2.6 µs per table row. A lower bound leaves a margin.
+    /// keeping a sequence index row by row cost about 14 µs per batch row in the third
+    /// transaction, while building it again cost about 2.6 µs per table row. A lower bound
+    /// leaves a margin.
     static let rebuildTableRowsPerBatchRow: Int64 = 4
 
-    /// Whether adding `rows` rows costs less by rebuilding profiles_by_seq than by updating it.
-    private func shouldRebuildSequenceIndex(adding rows: Int) throws(StoreError) -> Bool {
-        try Self.rebuildingSequenceIndexPays(forRows: rows, newestSequence: lastSequence) {
-            () throws(StoreError) in try countStatement.firstInteger()
-        }
-    }
-
-    /// Whether writing `rows` rows into the table costs less by dropping profiles_by_seq and
-    /// building it again than by keeping it up to date row by row. Sequences are distinct and
-    /// positive, so `newestSequence` (max(seq)) bounds the table's rows from above and spares
-    /// `count` when it is small already. Also asked by the write log's merges.
-    static func rebuildingSequenceIndexPays(forRows rows: Int, newestSequence: Int64,
-                                            count: () throws(StoreError) -> Int64) throws(StoreError) -> Bool {
-        guard rows >= rebuildMinimumRows else { return false }
-        let limit = Int64(rows) * rebuildTableRowsPerBatchRow
-        if newestSequence <= limit { return true }
-        return try count() <= limit
+    /// Whether adding `rows` rows costs less by building `recent` again than by appending to
+    /// it row by row. Sequences are distinct and positive, so the newest bounds the table's
+    /// rows from above and spares a count when it is small already.
+    private func shouldRebuildRecency(adding rows: Int) throws(StoreError) -> Bool {
+        guard rows >= Self.rebuildMinimumRows else { return false }
+        let limit = Int64(rows) * Self.rebuildTableRowsPerBatchRow
+        if lastSequence <= limit { return true }
+        return try countStatement.firstInteger() <= limit
     }
 
     /// Runs a schema statement of a write transaction; a failure dooms the transaction.
@@ -252,8 +247,12 @@ final class SQLiteProfileWriter: ProfileWriter {
             return try transaction { try deleteAll() }
         }
         try writePendingUpserts()
-        defer { deleteAllStatement.reset() }
+        defer {
+            deleteAllStatement.reset()
+            deleteRecentStatement.reset()
+        }
         _ = try write(deleteAllStatement) { _ throws(StoreError) in }
+        _ = try write(deleteRecentStatement) { _ throws(StoreError) in }
     }
 
     func checkpoint() throws {

@@ -61,6 +61,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         statistics.delayNanoseconds = delayNanos.load(ordering: .relaxed)
         statistics.merges = merger.merges.load(ordering: .relaxed)
         statistics.mergedRows = merger.mergedRows.load(ordering: .relaxed)
+        statistics.abandonedMergeSteps = merger.abandonedSteps.load(ordering: .relaxed)
         return statistics
     }
 

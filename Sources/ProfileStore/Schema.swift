@@ -12,7 +12,7 @@ enum Schema {
     /// empty file. Append new steps; never edit a shipped one.
     static let migrations: [String] = [
         // user_id is TEXT with the BINARY collation, so it sorts by bytes.
-        // seq is the write sequence: RECENT walks profiles_by_seq backwards.
+        // seq is the write sequence.
         """
         CREATE TABLE profiles (
             user_id TEXT PRIMARY KEY NOT NULL,
@@ -24,21 +24,26 @@ enum Schema {
         """,
         // merged_seq: the newest write sequence of the write log (`WriteLogFile`) that the table
         // has; reopening replays only what came after it. One row.
+        //
+        // recent: the write sequences, in order, each with the id it wrote: RECENT walks it
+        // backwards and takes a row only while the profile still has that sequence. Appending
+        // to it costs a write at its end; an index on profiles(seq) cost a delete at a random
+        // place in the index for every rewritten id, half of a merge's time. Entries a later
+        // write or a removal made stale stay until `RecencyTable` rebuilds it.
         """
         CREATE TABLE log_state (
             id INTEGER PRIMARY KEY CHECK (id = 1),
             merged_seq INTEGER NOT NULL
         );
         INSERT INTO log_state (id, merged_seq) VALUES (1, 0);
+        CREATE TABLE recent (
+            seq INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL
+        );
+        INSERT INTO recent (seq, user_id) SELECT seq, user_id FROM profiles ORDER BY seq;
+        DROP INDEX profiles_by_seq;
         """,
     ]
-
-    /// profiles_by_seq as the first migration creates it. A bulk upsert drops and re-creates it
-    /// within one transaction, a large merge of the write log across its ranges' transactions;
-    /// `prepare` re-creates it should a file ever lack it (a crash in the middle of such a merge).
-    /// Both do nothing when there is nothing to do, so that a step that is run again is harmless.
-    static let sequenceIndex = "CREATE UNIQUE INDEX IF NOT EXISTS profiles_by_seq ON profiles(seq)"
-    static let dropSequenceIndex = "DROP INDEX IF EXISTS profiles_by_seq"
 
     /// Validates the file, switches it to WAL and migrates it to `version`.
     ///
@@ -58,25 +63,6 @@ enum Schema {
         try connection.useWriteAheadLogging(for: "the file")
         if found < version {
             try migrate(connection, from: found)
-        }
-        try repairSequenceIndex(connection)
-    }
-
-    /// Re-creates profiles_by_seq when it is missing, so RECENT and the write sequence's
-    /// MAX(seq) stay index lookups whatever happened to the file; O(table) only then.
-    static func repairSequenceIndex(_ connection: Connection) throws(StoreError) {
-        let present = try connection.integer(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'profiles_by_seq'")
-        guard present == 0 else { return }
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
-            try connection.execute(sequenceIndex)
-            try connection.execute("COMMIT")
-        } catch {
-            if connection.isInTransaction {
-                try? connection.execute("ROLLBACK")
-            }
-            throw error
         }
     }
 

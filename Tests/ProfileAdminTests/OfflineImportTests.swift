@@ -4,13 +4,15 @@ import Testing
 @testable import ProfileStore
 
 @Suite struct OfflineImportTests {
-    /// The store's profiles_by_seq count, quick_check and row count, read behind the store's
-    /// back so that its repair on open cannot hide what an import left.
-    func inspect(_ path: String) throws -> (index: Int64, check: String, rows: Int64) {
+    /// Whether `recent` has a live row for every profile, the store's quick_check and its row
+    /// count, read behind the store's back so that nothing an open does can hide what an
+    /// import left.
+    func inspect(_ path: String) throws -> (recencyComplete: Bool, check: String, rows: Int64) {
         let connection = try Connection(file: StoreFile(path: path, synchronous: .normal, busyTimeoutMilliseconds: 1000))
-        return (try connection.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'"),
-                try connection.text("PRAGMA quick_check"),
-                try connection.integer("SELECT count(*) FROM profiles"))
+        let rows = try connection.integer("SELECT count(*) FROM profiles")
+        let live = try connection.integer(
+            "SELECT count(*) FROM recent AS r JOIN profiles AS p ON p.user_id = r.user_id AND p.seq = r.seq")
+        return (live == rows, try connection.text("PRAGMA quick_check"), rows)
     }
 
     func recent(_ path: String, _ limit: Int) throws -> [String] {
@@ -24,7 +26,7 @@ import Testing
     @Test func recentAfterAnImportShowsTheFilesLastRowsNewestWithRepeatedIdsAtTheirLastRow() throws {
         let dir = try makeTemporaryDirectory()
         defer { removeDirectory(dir) }
-        // Enough rows that the store rebuilds profiles_by_seq, then ids the file repeats.
+        // Enough rows that the store rebuilds `recent`, then ids the file repeats.
         let rows = SQLiteProfileWriter.rebuildMinimumRows
         let text = generatedCSV(rows) + "u7,again,x\nu3,again,x\nzz,new,x\nu7,last,y\n"
         let path = file(dir, "a.csv", text)
@@ -32,14 +34,14 @@ import Testing
         let run = try profilectl(["import", path, "--db", store])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("read \(rows + 4), written \(rows + 4), rejected 0"))
-        #expect(try inspect(store) == (1, "ok", Int64(rows + 1)))
+        #expect(try inspect(store) == (true, "ok", Int64(rows + 1)))
         #expect(try recent(store, 5) == ["u7 last", "zz new", "u3 again", "u\(rows - 1) Name \(rows - 1)",
                                          "u\(rows - 2) Name \(rows - 2)"])
 
-        // Small transactions into the larger table update the index instead; order holds the same.
+        // Small transactions into the larger table append to `recent` instead; order holds the same.
         let more = file(dir, "b.csv", "userId,name,portraitUri\nu9,b1,x\nu1,b2,x\nu9,b3,x\nnew,b4,x\nu1,b5,x\n")
         #expect(try profilectl(["import", more, "--db", store, "--batch", "2"]).status == 0)
-        #expect(try inspect(store) == (1, "ok", Int64(rows + 2)))
+        #expect(try inspect(store) == (true, "ok", Int64(rows + 2)))
         #expect(try recent(store, 4) == ["u1 b5", "new b4", "u9 b3", "u7 last"])
     }
 
@@ -55,13 +57,13 @@ import Testing
         #expect(directoryEntries(dir) == ["a.csv", "notes.txt"])
     }
 
-    @Test func anImportKilledAtAnyMomentLeavesAValidStoreWithItsIndex() throws {
+    @Test func anImportKilledAtAnyMomentLeavesAValidStoreWithItsRecency() throws {
         let dir = try makeTemporaryDirectory()
         defer { removeDirectory(dir) }
         let store = dir + "/p.sqlite3"
         let keep = file(dir, "keep.csv", "userId,name,portraitUri\nkeep,me,x\n")
         #expect(try profilectl(["import", keep, "--db", store]).status == 0)
-        // Transactions of 50,000 rows, each of which rebuilds the index, so kills land in rebuilds too.
+        // Transactions of 50,000 rows, each of which rebuilds `recent`, so kills land in rebuilds too.
         let batch = SQLiteProfileWriter.rebuildMinimumRows
         let rows = 4 * batch
         let path = file(dir, "big.csv", generatedCSV(rows))
@@ -72,15 +74,15 @@ import Testing
             kill(pid, SIGKILL)
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            // Whatever the kill interrupted, the file holds whole transactions and its index.
+            // Whatever the kill interrupted, the file holds whole transactions and their recency.
             let found = try inspect(store)
-            #expect(found.index == 1 && found.check == "ok", "killed after \(delay) µs: \(found)")
+            #expect(found.recencyComplete && found.check == "ok", "killed after \(delay) µs: \(found)")
             #expect((found.rows - 1) % Int64(batch) == 0, "killed after \(delay) µs: \(found.rows) rows")
             #expect(try recent(store, 1000).count == min(1000, Int(found.rows)))
         }
         let run = try profilectl(["import", path, "--db", store, "--batch", String(batch)])
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(try inspect(store) == (1, "ok", Int64(rows + 1)))
+        #expect(try inspect(store) == (true, "ok", Int64(rows + 1)))
         #expect(try recent(store, 1) == ["u\(rows - 1) Name \(rows - 1)"])
     }
 }

@@ -1,6 +1,7 @@
+import CSQLite
 import Glibc
 import Testing
-@testable import ProfileStore
+@_spi(Testing) @testable import ProfileStore
 
 @Suite struct OpeningTests {
     let directory = TemporaryDirectory()
@@ -39,7 +40,31 @@ import Testing
         #expect(try integer("PRAGMA user_version", on: path) == 2)
         #expect(try integer("SELECT merged_seq FROM log_state", on: path) == 0)
         #expect(try integer("PRAGMA application_id", on: path) == 0x5052_4F46)
-        #expect(try integer("SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'", on: path) == 1)
+        #expect(try integer("SELECT count(*) FROM sqlite_schema WHERE name = 'recent'", on: path) == 1)
+        #expect(try integer("SELECT count(*) FROM sqlite_schema WHERE name = 'profiles_by_seq'", on: path) == 0)
+    }
+
+    /// A file of the first layout (a sequence index, no `recent`, no log state) is brought up to
+    /// date at open: `recent` holds its profiles in the order they were written.
+    @Test func aStoreOfTheFirstLayoutIsMigrated() throws {
+        let path = directory.file("profiles.sqlite3")
+        var handle: OpaquePointer?
+        #expect(sqlite3_open(path, &handle) == SQLITE_OK)
+        #expect(sqlite3_exec(handle, Schema.migrations[0] + """
+            PRAGMA application_id = \(Schema.applicationId);
+            PRAGMA user_version = 1;
+            INSERT INTO profiles VALUES ('b', 'B', '', 7), ('a', 'A', '', 9), ('c', 'C', '', 8);
+            """, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(handle)
+        do {
+            let store = try openStore(path)
+            #expect(try store.makeReader().recent(3) == ["a", "c", "b"])
+            let writes = try store.openWritePath()
+            try writes.commit(TestUnit(.put("d", "D", "")))
+            #expect(try store.makeReader().recent(2) == ["d", "a"])
+            try writes.close()
+        }
+        #expect(try integer("PRAGMA user_version", on: path) == 2)
     }
 
     /// The system's SQLite may be built with secure_delete on, which made emptying a table

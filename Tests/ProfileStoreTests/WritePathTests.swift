@@ -148,6 +148,29 @@ import Testing
         #expect(segments(path).isEmpty)
     }
 
+    /// Merges run in the background until the buffer is half full; a step running then is
+    /// given up and run again at once, from where the last committed range ended. However
+    /// often that happens, every write ends up in the table.
+    @Test func mergesAbandonedInTheBackgroundLoseNothing() throws {
+        let store = try SQLiteProfileStore(path: path, writeBufferBytes: 1 << 20, rowsPerMergeRange: 2000)
+        let writes = try store.openWritePath()
+        let padding = String(repeating: "p", count: 300)
+        var expected: [String: String] = [:]
+        for round in 0..<40 {
+            let operations: [TestUnit.Operation] = (0..<250).map { i in
+                let id = "id\((round * 97 + i * 13) % 5000)"
+                expected[id] = "r\(round)"
+                return .put(id, "r\(round)", padding)
+            }
+            try writes.commit(TestUnit(operations))
+        }
+        #expect(eventually { writes.statistics.unmergedWrites == 0 })
+        #expect(tableRows(path) == expected)
+        #expect(writes.rowCount == expected.count)
+        print("store merges: \(writes.statistics.merges) merges, \(writes.statistics.abandonedMergeSteps) background steps abandoned")
+        try writes.close()
+    }
+
     @Test func recentAndScanReadTheBufferTogetherWithTheTable() throws {
         do {
             let store = try openStore(path)

@@ -1,0 +1,44 @@
+/// The `recent` table (see `Schema`): write sequences in order with the id each wrote, for
+/// RECENT. A row counts only while its profile still has that sequence; rows that later writes
+/// or removals made stale stay until the table is built again from `profiles`.
+enum RecencyTable {
+    /// Appends `rows` (seq, user_id) pairs, bound in that order from ?1 on. Replacing, so that
+    /// a merge run again after a crash writes the same rows harmlessly.
+    static func appendSQL(rows: Int) -> String {
+        let values = (0..<rows).map { "(?\(2 * $0 + 1), ?\(2 * $0 + 2))" }.joined(separator: ", ")
+        return "INSERT OR REPLACE INTO recent (seq, user_id) VALUES \(values)"
+    }
+
+    /// Builds the table again from the profiles as they are: one sorted pass, which drops every
+    /// stale row.
+    static let rebuildSQL = """
+        DELETE FROM recent;
+        INSERT INTO recent (seq, user_id) SELECT seq, user_id FROM profiles ORDER BY seq;
+        """
+
+    /// The newest sequence handed out so far: the newest in `recent`, or the newest the write
+    /// log merged (a FLUSHALL leaves `recent` empty).
+    static let newestSequenceSQL = """
+        SELECT max(ifnull((SELECT max(seq) FROM recent), 0), (SELECT merged_seq FROM log_state))
+        """
+
+    /// Temporary triggers that keep `recent` for a connection that writes `profiles` row by
+    /// row (the offline writer): every insert or new sequence appends a row.
+    static let triggersSQL = """
+        CREATE TEMP TRIGGER IF NOT EXISTS recent_on_insert AFTER INSERT ON main.profiles
+        BEGIN INSERT OR REPLACE INTO recent (seq, user_id) VALUES (new.seq, new.user_id); END;
+        CREATE TEMP TRIGGER IF NOT EXISTS recent_on_update AFTER UPDATE OF seq ON main.profiles
+        BEGIN INSERT OR REPLACE INTO recent (seq, user_id) VALUES (new.seq, new.user_id); END;
+        """
+    static let dropTriggersSQL = """
+        DROP TRIGGER IF EXISTS temp.recent_on_insert;
+        DROP TRIGGER IF EXISTS temp.recent_on_update;
+        """
+
+    /// Stale rows allowed beyond this share of the live ones before the table is built again:
+    /// a rebuild costs about as much per row as it leaves, so rebuilding when the table is
+    /// about twice its live size costs each write about one row's share of a rebuild.
+    static func needsRebuild(rows: Int, liveRows: Int) -> Bool {
+        rows > 2 * liveRows + 10_000
+    }
+}
