@@ -73,8 +73,10 @@ final class Merger: @unchecked Sendable {
         self.log = log
         self.rowsPerRange = rowsPerRange
         connection = try Connection(file: file)
-        // It writes the table in large transactions, as the offline writer does.
+        // It writes the table in large transactions, as the offline writer does, and reads the
+        // pages it changes through a mapping of the file rather than copies of them.
         try SQLiteProfileWriter.configureForLargeTransactions(connection, cacheKibibytes: cacheKibibytes)
+        try connection.execute("PRAGMA mmap_size = \(SQLiteProfileReader.mapBytes)")
         // Only this connection writes the table while a server holds the store.
         beginStatement = try Statement(connection, "BEGIN IMMEDIATE")
         commitStatement = try Statement(connection, "COMMIT")
@@ -104,6 +106,11 @@ final class Merger: @unchecked Sendable {
         var failures = 0
         buffer.lock.lock()
         while true {
+            if buffer.unsortedFrozen != nil {
+                buffer.lock.unlock()
+                sortFrozenMemtables()
+                buffer.lock.lock()
+            }
             if let sequence = buffer.clearedAt {
                 buffer.lock.unlock()
                 let ok = attempt(&failures) { () throws(StoreError) in try emptyTable(through: sequence) }
@@ -165,6 +172,22 @@ final class Merger: @unchecked Sendable {
         buffer.lock.lock()
     }
 
+    /// Sorts memtables frozen since the last look, so that a SCAN finds at most the active one
+    /// unsorted: one at a time, outside the buffer's lock (a frozen memtable never changes).
+    /// Called without the lock.
+    private func sortFrozenMemtables() {
+        while true {
+            buffer.lock.lock()
+            let next = buffer.unsortedFrozen
+            buffer.lock.unlock()
+            guard let next else { return }
+            let sorted = next.makeSortedLatest()
+            buffer.lock.lock()
+            next.publish(sortedLatest: sorted)
+            buffer.lock.unlock()
+        }
+    }
+
     /// Whether to merge now; buffer's lock held.
     private func shouldMerge(now: Int) -> Bool {
         guard let oldest = buffer.oldestAppendNanos else { return false }
@@ -220,6 +243,8 @@ final class Merger: @unchecked Sendable {
         var written: [MemtableEntry] = []
         while !cursor.isAtEnd {
             if flushIsPending { return false }
+            // Memtables the writes freeze meanwhile are sorted between ranges, for SCAN.
+            sortFrozenMemtables()
             // A step abandoned in the background runs again from the same cursor: its rows were
             // rolled back and must be written again.
             let start = cursor
@@ -232,9 +257,11 @@ final class Merger: @unchecked Sendable {
         }
         if flushIsPending { return false }
         // The rows' sequences, in order: appends at the end of `recent`.
-        written.sort { $0.sequence < $1.sequence }
+        var bySequence = written.map { (sequence: $0.sequence, entry: $0) }
+        bySequence.sort { $0.sequence < $1.sequence }
+        let inOrder = bySequence.map(\.entry)
         try step(background: background) { abandon throws(StoreError) in
-            try self.transaction(abandonIf: abandon) { () throws(StoreError) in try self.appendRecency(written) }
+            try self.transaction(abandonIf: abandon) { () throws(StoreError) in try self.appendRecency(inOrder) }
         }
         try recordMerged(through: memtables.map(\.lastSequence).max() ?? 0)
         merges.add(1, ordering: .relaxed)
@@ -301,6 +328,9 @@ final class Merger: @unchecked Sendable {
         var puts: [MemtableEntry] = []
         try transaction(abandonIf: abandon) { () throws(StoreError) in
             while written < rowsPerRange, let entry = cursor.next() {
+                // A newer write of the id waits in a memtable outside this merge: the next merge
+                // writes that one, and this one would be overwritten unread.
+                guard isNewest(entry) else { continue }
                 if entry.isRemoval {
                     try writePending()
                     let statement = deleteStatement
@@ -319,6 +349,13 @@ final class Merger: @unchecked Sendable {
             try writePending()
         }
         return (cursor, written, puts)
+    }
+
+    /// Whether the buffer's newest entry of the entry's id is this one.
+    private func isNewest(_ entry: MemtableEntry) -> Bool {
+        buffer.lock.lock()
+        defer { buffer.lock.unlock() }
+        return buffer.newest(entry.userId)?.base == entry.base
     }
 
     private func writePending() throws(StoreError) {
@@ -466,64 +503,73 @@ private func mergeProgress(_ context: UnsafeMutableRawPointer?) -> Int32 {
     Unmanaged<Merger>.fromOpaque(context!).takeUnretainedValue().shouldAbandon ? 1 : 0
 }
 
-/// Walks the newest entry of each id over several sorted memtables, in id order; where
-/// memtables share an id, the newest memtable's entry wins.
+/// Walks the newest entry of each id of a merge's memtables, in id order.
 ///
-/// A value: copying it saves a position to go back to.
+/// The memtables' sorted entries are concatenated, newest memtable first, as (id prefix,
+/// entry) pairs in one allocation and sorted once by id: the sort finds the runs already in
+/// order and merges them, and compares integers unless two ids share their first eight bytes.
+/// Equal ids then sit together, newest first.
+///
+/// A value: copying it saves a position to go back to; copies share the sorted pairs.
 struct MergeCursor {
-    private let memtables: [Memtable]
-    private var positions: [Int]
-    /// Indices of memtables not at their end, as a binary min-heap by (id, newest memtable first).
-    private var heap: [Int]
+    private let keys: SortedKeys
+    private var position = 0
 
+    /// - Precondition: every memtable is sorted (`sortedLatest`).
     init(_ memtables: [Memtable]) {
-        self.memtables = memtables
-        positions = Array(repeating: 0, count: memtables.count)
-        heap = memtables.indices.filter { !memtables[$0].sortedLatest!.isEmpty }
-        for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+        keys = SortedKeys(memtables)
     }
 
-    var isAtEnd: Bool { heap.isEmpty }
-
-    private func current(_ memtable: Int) -> MemtableEntry {
-        memtables[memtable].entry(at: memtables[memtable].sortedLatest![positions[memtable]])
-    }
-
-    private func less(_ a: Int, _ b: Int) -> Bool {
-        let order = compareIds(current(a).userId, current(b).userId)
-        return order != 0 ? order < 0 : a > b
-    }
+    var isAtEnd: Bool { position == keys.count }
 
     /// The next id's newest entry, or nil at the end.
     mutating func next() -> MemtableEntry? {
-        guard let top = heap.first else { return nil }
-        let entry = current(top)
-        // Every memtable at this same id moves past it; only the newest one's entry counts.
-        while let first = heap.first, sameBytes(current(first).userId, entry.userId) {
-            advance(first)
+        guard position < keys.count else { return nil }
+        let key = keys[position]
+        let entry = MemtableEntry(key.entry)
+        position += 1
+        while position < keys.count, keys[position].prefix == key.prefix,
+              sameBytes(MemtableEntry(keys[position].entry).userId, entry.userId) {
+            position += 1
         }
         return entry
     }
+}
 
-    private mutating func advance(_ memtable: Int) {
-        positions[memtable] += 1
-        if positions[memtable] == memtables[memtable].sortedLatest!.count {
-            heap[0] = heap[heap.count - 1]
-            heap.removeLast()
-        }
-        if !heap.isEmpty { siftDown(0) }
+/// A merge's entries as (id prefix, entry) pairs sorted by id, the newest memtable's first
+/// among equal ids.
+///
+/// Read-only once made; the memtables it points into must outlive it (the merge holds them).
+final class SortedKeys: @unchecked Sendable {
+    struct Key {
+        var prefix: UInt64
+        var entry: UnsafeMutableRawPointer
     }
 
-    private mutating func siftDown(_ start: Int) {
-        var i = start
-        while true {
-            let left = 2 * i + 1
-            guard left < heap.count else { return }
-            var smallest = left
-            if left + 1 < heap.count && less(heap[left + 1], heap[left]) { smallest = left + 1 }
-            guard less(heap[smallest], heap[i]) else { return }
-            heap.swapAt(i, smallest)
-            i = smallest
+    private let keys: UnsafeMutableBufferPointer<Key>
+    let count: Int
+
+    init(_ memtables: [Memtable]) {
+        count = memtables.reduce(0) { $0 + $1.sortedLatest!.count }
+        keys = .allocate(capacity: max(count, 1))
+        var at = 0
+        // Newest first: the sort is stable, so among equal ids the newest stays in front.
+        for memtable in memtables.reversed() {
+            for offset in memtable.sortedLatest! {
+                let entry = memtable.entry(at: offset)
+                keys[at] = Key(prefix: idPrefix(entry.userId), entry: entry.base)
+                at += 1
+            }
+        }
+        var filled = UnsafeMutableBufferPointer(rebasing: keys[0..<count])
+        filled.sort { a, b in
+            if a.prefix != b.prefix { return a.prefix < b.prefix }
+            return compareIds(MemtableEntry(a.entry).userId, MemtableEntry(b.entry).userId) < 0
         }
     }
+
+    deinit { keys.deallocate() }
+
+    @inline(__always)
+    subscript(_ position: Int) -> Key { keys[position] }
 }

@@ -189,35 +189,95 @@ final class SQLiteProfileReader: ProfileReader {
     }
 
     /// Up to `limit` of the buffer's profiles (newest entries that are not removals) whose ids
-    /// sort after `after`, in id order. Buffer's lock held.
+    /// sort after `after`, in id order. Sorted memtables are walked together, smallest id
+    /// first, until `limit` are found; an unsorted one (the active memtable, or one frozen so
+    /// recently that the merger has not sorted it yet) gives its smallest in one pass. Buffer's
+    /// lock held.
     private func bufferedProfiles(after: UnsafeRawBufferPointer, limit: Int) -> [MemtableEntry] {
         var found: [MemtableEntry] = []
+        var walks: [(memtable: Memtable, sorted: [UInt32], position: Int)] = []
         for memtable in buffer.memtables {
-            var taken = 0
-            if let sorted = memtable.sortedLatest {
-                // The first id past `after`, by binary search.
-                var low = 0, high = sorted.count
-                while low < high {
-                    let middle = (low + high) / 2
-                    if compareIds(memtable.entry(at: sorted[middle]).userId, after) <= 0 { low = middle + 1 } else { high = middle }
-                }
-                for offset in sorted[low...] where taken < limit {
-                    let entry = memtable.entry(at: offset)
-                    guard !entry.isRemoval, buffer.isNewest(entry, at: offset, in: memtable) else { continue }
-                    found.append(entry)
-                    taken += 1
-                }
-            } else {
-                for offset in memtable.offsets {
-                    let entry = memtable.entry(at: offset)
-                    guard !entry.isRemoval, compareIds(entry.userId, after) > 0,
-                          buffer.isNewest(entry, at: offset, in: memtable) else { continue }
-                    found.append(entry)
-                }
+            guard let sorted = memtable.sortedLatest else {
+                found += smallest(limit, of: memtable, after: after)
+                continue
             }
+            // The first id past `after`, by binary search.
+            var low = 0, high = sorted.count
+            while low < high {
+                let middle = (low + high) / 2
+                if compareIds(memtable.entry(at: sorted[middle]).userId, after) <= 0 { low = middle + 1 } else { high = middle }
+            }
+            if low < sorted.count { walks.append((memtable, sorted, low)) }
+        }
+        // A min-heap of the walks by their current id.
+        func current(_ walk: Int) -> MemtableEntry { walks[walk].memtable.entry(at: walks[walk].sorted[walks[walk].position]) }
+        func less(_ a: Int, _ b: Int) -> Bool { compareIds(current(a).userId, current(b).userId) < 0 }
+        var heap = Array(walks.indices)
+        func siftDown(_ start: Int) {
+            var i = start
+            while true {
+                let left = 2 * i + 1
+                guard left < heap.count else { return }
+                var smallest = left
+                if left + 1 < heap.count && less(heap[left + 1], heap[left]) { smallest = left + 1 }
+                guard less(heap[smallest], heap[i]) else { return }
+                heap.swapAt(i, smallest)
+                i = smallest
+            }
+        }
+        for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+        var taken = 0
+        while taken < limit, let top = heap.first {
+            let offset = walks[top].sorted[walks[top].position]
+            let entry = walks[top].memtable.entry(at: offset)
+            if !entry.isRemoval && buffer.isNewest(entry, at: offset, in: walks[top].memtable) {
+                found.append(entry)
+                taken += 1
+            }
+            walks[top].position += 1
+            if walks[top].position == walks[top].sorted.count {
+                heap[0] = heap[heap.count - 1]
+                heap.removeLast()
+            }
+            if !heap.isEmpty { siftDown(0) }
         }
         found.sort { compareIds($0.userId, $1.userId) < 0 }
         if found.count > limit { found.removeLast(found.count - limit) }
         return found
+    }
+
+    /// The `limit` smallest ids past `after` among an unsorted memtable's newest profiles, in
+    /// no order: one pass with a bounded max-heap, so most entries cost two comparisons.
+    private func smallest(_ limit: Int, of memtable: Memtable, after: UnsafeRawBufferPointer) -> [MemtableEntry] {
+        var heap: [MemtableEntry] = []
+        heap.reserveCapacity(limit)
+        func larger(_ a: Int, _ b: Int) -> Bool { compareIds(heap[a].userId, heap[b].userId) > 0 }
+        for offset in memtable.offsets {
+            let entry = memtable.entry(at: offset)
+            guard !entry.isRemoval, compareIds(entry.userId, after) > 0 else { continue }
+            if heap.count == limit && compareIds(entry.userId, heap[0].userId) >= 0 { continue }
+            guard buffer.isNewest(entry, at: offset, in: memtable) else { continue }
+            if heap.count < limit {
+                heap.append(entry)
+                var child = heap.count - 1
+                while child > 0, larger(child, (child - 1) / 2) {
+                    heap.swapAt(child, (child - 1) / 2)
+                    child = (child - 1) / 2
+                }
+            } else {
+                heap[0] = entry
+                var parent = 0
+                while true {
+                    let left = 2 * parent + 1
+                    guard left < heap.count else { break }
+                    var largest = left
+                    if left + 1 < heap.count && larger(left + 1, left) { largest = left + 1 }
+                    guard larger(largest, parent) else { break }
+                    heap.swapAt(parent, largest)
+                    parent = largest
+                }
+            }
+        }
+        return heap
     }
 }

@@ -158,11 +158,13 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         let now = monotonicNanos()
         buffer.lock.lock()
         var sequence = frame.firstSequence
+        var froze = false
         frame.forEachOperation { kind, userId, name, portraitUri in
-            buffer.apply(kind, sequence: sequence, userId: userId, name: name, portraitUri: portraitUri, now: now)
+            froze = buffer.apply(kind, sequence: sequence, userId: userId, name: name, portraitUri: portraitUri,
+                                 now: now) || froze
             sequence += 1
         }
-        let wakeMerger = buffer.isUrgent || buffer.clearedAt != nil
+        let wakeMerger = froze || buffer.isUrgent || buffer.clearedAt != nil
             || buffer.bytes * Merger.startShare >= buffer.limitBytes
         buffer.lock.unlock()
         if wakeMerger { buffer.lock.broadcast() }

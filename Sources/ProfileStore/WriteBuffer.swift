@@ -80,31 +80,42 @@ final class WriteBuffer: @unchecked Sendable {
     // MARK: Writing
 
     /// Applies one logged operation: an upsert or removal becomes its id's newest entry; a
-    /// FLUSHALL forgets everything before it.
+    /// FLUSHALL forgets everything before it. Returns whether a memtable was frozen to make
+    /// room (the merger sorts it for SCAN).
+    @discardableResult
     func apply(_ kind: WriteLogFile.OperationKind, sequence: Int64, userId: UnsafeRawBufferPointer,
-               name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer, now: Int) {
+               name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer, now: Int) -> Bool {
         switch kind {
-        case .put: append(sequence: sequence, kind: .put, userId: userId, name: name, portraitUri: portraitUri, now: now)
-        case .removal: append(sequence: sequence, kind: .removal, userId: userId, name: name, portraitUri: portraitUri, now: now)
-        case .removeAll: clear(at: sequence)
+        case .put:
+            return append(sequence: sequence, kind: .put, userId: userId, name: name, portraitUri: portraitUri, now: now)
+        case .removal:
+            return append(sequence: sequence, kind: .removal, userId: userId, name: name, portraitUri: portraitUri,
+                          now: now)
+        case .removeAll:
+            clear(at: sequence)
+            return false
         }
     }
 
     /// Applies an operation read back from the log at open.
     func apply(_ record: LogRecord) {
-        apply(record.kind, sequence: record.sequence, userId: record.userId, name: record.name,
+        _ = apply(record.kind, sequence: record.sequence, userId: record.userId, name: record.name,
               portraitUri: record.portraitUri, now: monotonicNanos())
     }
 
     /// Appends committed writes to the active memtable, starting one when there is none or
     /// it is full, and makes each the newest of its id.
     private func append(sequence: Int64, kind: Memtable.Kind, userId: UnsafeRawBufferPointer,
-                name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer, now: Int) {
+                        name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer, now: Int) -> Bool {
         let active: Memtable
+        var froze = false
         if let last = memtables.last, !last.isFrozen, last.entryCount < Memtable.maxEntries {
             active = last
         } else {
-            if let last = memtables.last { last.isFrozen = true }
+            if let last = memtables.last, !last.isFrozen {
+                last.isFrozen = true
+                froze = true
+            }
             active = Memtable(serial: nextSerial, chunkShift: Memtable.chunkShift(forLimit: limitBytes))
             nextSerial &+= 1
             memtables.append(active)
@@ -117,6 +128,7 @@ final class WriteBuffer: @unchecked Sendable {
         bytes += active.footprint - before + index.footprint - indexBefore
         entries += 1
         if 2 * bytes >= limitBytes { noteUrgency() }
+        return froze
     }
 
     /// FLUSHALL at `sequence`: forgets every entry; the table counts as empty until the
@@ -141,6 +153,9 @@ final class WriteBuffer: @unchecked Sendable {
 
     // MARK: Merging
 
+    /// The oldest frozen memtable not yet sorted by id, if any.
+    var unsortedFrozen: Memtable? { memtables.first { $0.isFrozen && $0.sortedLatest == nil } }
+
     /// Freezes the active memtable and returns every memtable, for a merge.
     func freezeAll() -> [Memtable] {
         memtables.last?.isFrozen = true
@@ -148,26 +163,45 @@ final class WriteBuffer: @unchecked Sendable {
     }
 
     /// Forgets memtables whose merge has committed (the oldest ones; any already gone, after
-    /// a FLUSHALL, are skipped), and tells readers to renew their snapshots of the table.
+    /// a FLUSHALL, are skipped). Readers renew their snapshots of the table at once; the index
+    /// lets go of the entries a few thousand at a time, releasing the lock in between, so that
+    /// no read or commit waits for all of a large merge's entries (an entry found meanwhile
+    /// holds just what the table now has). Lock held on entry and on return.
     func drop(_ merged: [Memtable]) {
         guard let last = merged.last, let first = memtables.first,
               last.serial &- first.serial < UInt32(memtables.count) else { return }
-        let count = Int(last.serial &- first.serial) + 1
-        let indexBefore = index.footprint
-        for memtable in memtables.prefix(count) {
-            for offset in memtable.offsets {
-                index.remove(memtable.entry(at: offset).userId,
-                             ifReferencing: EntryIndex.reference(memtable.serial, offset), resolve: resolve)
+        let dropping = Array(memtables.prefix(Int(last.serial &- first.serial) + 1))
+        dropEpoch.add(1, ordering: .releasing)
+        for memtable in dropping {
+            let offsets = memtable.offsets
+            var done = 0
+            while done < offsets.count {
+                // A FLUSHALL meanwhile forgot these memtables and the whole index.
+                guard memtables.first === dropping[0] else { return }
+                let end = min(done + Self.removalsPerLockHold, offsets.count)
+                for offset in offsets[done..<end] {
+                    index.remove(memtable.entry(at: offset).userId,
+                                 ifReferencing: EntryIndex.reference(memtable.serial, offset), resolve: resolve)
+                }
+                done = end
+                lock.unlock()
+                lock.lock()
             }
+        }
+        guard memtables.first === dropping[0] else { return }
+        let indexBefore = index.footprint
+        for memtable in dropping {
             bytes -= memtable.footprint
             entries -= memtable.entryCount
         }
-        memtables.removeFirst(count)
+        memtables.removeFirst(dropping.count)
         index.shrinkIfSparse()
         bytes += index.footprint - indexBefore
-        dropEpoch.add(1, ordering: .releasing)
         noteUrgency()
     }
+
+    /// Index entries `drop` removes before it lets others have the lock.
+    static let removalsPerLockHold = 4096
 
     /// When the oldest entry still waiting was committed, or nil when none waits.
     var oldestAppendNanos: Int? { memtables.first.map(\.firstAppendNanos) }
