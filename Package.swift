@@ -32,7 +32,7 @@ let package = Package(
 
         .target(name: "ProfileProtocol", swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
-        .target(name: "ProfileStore", dependencies: ["CSQLite", "ProfileSystem"], swiftSettings: hotPath),
+        .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "ProfileCache", "ProfileStore"],
                 swiftSettings: hotPath),

@@ -53,6 +53,26 @@ struct EntryBlock {
         return block
     }
 
+    /// Writes `reply` for `key` over this profile's block when the new contents take a chunk of
+    /// the same size, as most rewrites of a profile do; returns false, changing nothing, when
+    /// they would not (a new block is needed then).
+    func overwrite(key: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer) -> Bool {
+        guard !isAbsence, reply.count <= Self.maxReplyLength, key.count == keyLength else { return false }
+        let idEnd = Self.idOffsetInReply + key.count
+        let idIsInReply = reply.count >= idEnd
+            && memcmp(reply.baseAddress! + Self.idOffsetInReply, key.baseAddress!, key.count) == 0
+        let newCount = Self.headerSize + reply.count + (idIsInReply ? 0 : key.count)
+        let chunk = BlockSlab.chunkSize(for: newCount)
+        guard chunk > 0, chunk == BlockSlab.chunkSize(for: byteCount) else { return false }
+        let referenced = isReferenced
+        base.storeBytes(of: UInt16(reply.count), as: UInt16.self)
+        let kind: Kind = idIsInReply ? .profileWithIdInReply : .profileWithIdAfterReply
+        base.storeBytes(of: kind.rawValue | (referenced ? Self.referencedBit : 0), toByteOffset: 3, as: UInt8.self)
+        if reply.count > 0 { (base + Self.headerSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count) }
+        if !idIsInReply { (base + Self.headerSize + reply.count).copyMemory(from: key.baseAddress!, byteCount: key.count) }
+        return true
+    }
+
     /// A block from `slab` remembering that `key` has no profile, or nil when the key's size
     /// does not fit.
     static func makeAbsence(key: UnsafeRawBufferPointer, in slab: inout BlockSlab) -> EntryBlock? {

@@ -130,6 +130,8 @@ struct ShardState: ~Copyable {
     mutating func update(_ key: UnsafeRawBufferPointer, hash: UInt64, reply: UnsafeRawBufferPointer?) {
         epoch &+= 1
         guard let found = find(key, hash: hash) else { return }
+        // A rewrite of the same size goes over the old block: nothing to free, link or account.
+        if let reply, EntryBlock(records[found.entry].block!).overwrite(key: key, reply: reply) { return }
         remove(found)
         if let block = makeBlock(key, reply: reply) {
             admit(block, hash: hash)

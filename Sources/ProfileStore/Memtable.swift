@@ -44,6 +44,8 @@ final class Memtable: @unchecked Sendable {
     private(set) var firstAppendNanos = 0
     /// Set once no more entries may come; then `sortedLatest` may be built.
     var isFrozen = false
+    /// Slots of the buffer's index that name an entry here (buffer's lock).
+    var indexedSlots = 0
 
     init(serial: UInt32, chunkShift: Int) {
         self.serial = serial
@@ -53,7 +55,7 @@ final class Memtable: @unchecked Sendable {
     }
 
     deinit {
-        for chunk in chunks { free(chunk) }
+        for chunk in chunks { munmap(chunk, chunkBytes) }
     }
 
     var entryCount: Int { offsets.count }
@@ -71,7 +73,10 @@ final class Memtable: @unchecked Sendable {
         precondition(!isFrozen, "an entry appended to a frozen memtable")
         let size = Self.entryBytes(idCount: userId.count, nameCount: name.count, portraitUriCount: portraitUri.count)
         if used + size > chunkBytes {
-            guard let chunk = malloc(chunkBytes) else { fatalError("out of memory for the write buffer") }
+            // Mapped, not malloc'd: a merged memtable's memory goes back to the system at once,
+            // where the allocator would keep it for the process.
+            guard let chunk = mmap(nil, chunkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+                  chunk != MAP_FAILED else { fatalError("out of memory for the write buffer") }
             chunks.append(chunk)
             used = 0
         }

@@ -80,6 +80,7 @@ public final class SQLiteProfileStore: ProfileStore {
                                 rowsPerRange: rowsPerMergeRange) { _, _ in }
         let buffer = self.buffer
         let replayed = try WriteLogReader.replay(file, mergedThrough: mergedThrough) { (record) throws(StoreError) in
+            buffer.prepareIndex(forAdding: 1)
             buffer.lock.lock()
             buffer.apply(record)
             let full = buffer.bytes >= buffer.limitBytes

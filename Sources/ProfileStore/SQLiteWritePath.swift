@@ -123,6 +123,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         side.removeAll()
         frame.begin(firstSequence: nextSequence)
         var count = rowCount
+        prefetchIndexSlots(units)
         do {
             for unit in units {
                 for index in 0..<unit.operationCount {
@@ -153,8 +154,21 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         return nil
     }
 
+    /// Starts loading the buffer's index slots that the commit's lookups read first, all of
+    /// them before the first lookup, so that their memory misses overlap.
+    private func prefetchIndexSlots(_ units: [any WriteUnit]) {
+        buffer.lock.lock()
+        defer { buffer.lock.unlock() }
+        for unit in units {
+            for index in 0..<unit.operationCount {
+                if let userId = unit.operation(at: index).userId { buffer.prefetch(indexHash: buffer.indexHash(userId)) }
+            }
+        }
+    }
+
     /// Puts the frame's operations into the buffer, where reads find them from now on.
     private func publishFrame() {
+        buffer.prepareIndex(forAdding: frame.operationCount)
         let now = monotonicNanos()
         buffer.lock.lock()
         var sequence = frame.firstSequence

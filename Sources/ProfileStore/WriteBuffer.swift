@@ -1,3 +1,4 @@
+import CPrefetch
 import Glibc
 import ProfileSystem
 import Synchronization
@@ -11,9 +12,14 @@ import Synchronization
 /// committed write. A FLUSHALL is a marker (`clearedAt`) until the merger empties the table:
 /// meanwhile the table counts as empty.
 ///
+/// Dropping merged memtables costs nothing per entry: index slots that name a dropped
+/// memtable are stale, lookups pass over them, and the write path builds the index afresh
+/// without them, outside the lock, once they take too much of it (`prepareIndex`).
+///
 /// Threading: thread-safe through `lock`, which every method below needs held unless it says
-/// otherwise. The write path appends, the merger freezes and drops, readers read; `lock`'s
-/// condition wakes the merger for work and the write path when room comes back.
+/// otherwise. The write path appends (the only thread that changes the index), the merger
+/// freezes and drops, readers read; `lock`'s condition wakes the merger for work and the
+/// write path when room comes back.
 final class WriteBuffer: @unchecked Sendable {
     let lock = ConditionLock()
     /// Oldest first. Serials are consecutive, so an index reference finds its memtable by
@@ -21,6 +27,9 @@ final class WriteBuffer: @unchecked Sendable {
     private(set) var memtables: [Memtable] = []
     private var nextSerial: UInt32 = 1
     private var index: EntryIndex
+    /// Index slots naming dropped memtables; `staleSlotsAdded` counts them since the start.
+    private var staleSlots = 0
+    private var staleSlotsAdded = 0
     /// The sequence of a FLUSHALL whose emptying of the table has not committed yet.
     private(set) var clearedAt: Int64?
     /// Bumped, with the lock held, whenever what the table holds changes in a way a reader of
@@ -43,7 +52,7 @@ final class WriteBuffer: @unchecked Sendable {
 
     init(limitBytes: Int, hasher: KeyHasher = KeyHasher(seed: UInt64.random(in: .min ... .max))) {
         self.limitBytes = limitBytes
-        index = EntryIndex(hasher: hasher)
+        index = EntryIndex(hasher: hasher, slots: EntryIndex.initialSlots)
         bytes = index.footprint
     }
 
@@ -58,26 +67,74 @@ final class WriteBuffer: @unchecked Sendable {
 
     // MARK: Looking up
 
-    /// The newest entry for `userId`, or nil when the buffer has none.
-    func newest(_ userId: UnsafeRawBufferPointer) -> MemtableEntry? {
-        index.find(userId, resolve: resolve)
+    /// The serial of the oldest memtable still here: index slots naming an older one are stale.
+    private var firstLiveSerial: UInt32 { memtables.first?.serial ?? nextSerial }
+
+    @inline(__always)
+    private func isLive(_ reference: UInt64) -> Bool {
+        UInt32(truncatingIfNeeded: reference >> 32) &- firstLiveSerial < UInt32(memtables.count)
     }
 
-    /// The entry a reference names.
+    /// The entry a live reference names.
     @inline(__always)
     private func resolve(_ reference: UInt64) -> MemtableEntry {
-        let serial = UInt32(truncatingIfNeeded: reference >> 32)
-        let memtable = memtables[Int(serial &- memtables[0].serial)]
-        return memtable.entry(at: UInt32(truncatingIfNeeded: reference))
+        memtable(of: reference).entry(at: UInt32(truncatingIfNeeded: reference))
     }
+
+    @inline(__always)
+    private func memtable(of reference: UInt64) -> Memtable {
+        memtables[Int(UInt32(truncatingIfNeeded: reference >> 32) &- memtables[0].serial)]
+    }
+
+    /// The newest entry for `userId`, or nil when the buffer has none.
+    func newest(_ userId: UnsafeRawBufferPointer) -> MemtableEntry? {
+        index.reference(of: userId, hash: index.hash(of: userId), isLive: isLive, resolve: resolve).map(resolve)
+    }
+
+    /// What the index hashes `userId` to. Any thread: the hash needs no lock.
+    func indexHash(_ userId: UnsafeRawBufferPointer) -> UInt64 { index.hash(of: userId) }
+
+    /// Starts loading the index slot a lookup of `hash` reads first.
+    func prefetch(indexHash hash: UInt64) { index.prefetch(hash) }
 
     /// Whether `entry` (at `offset` in `memtable`) is the newest entry of its id.
     @inline(__always)
     func isNewest(_ entry: MemtableEntry, at offset: UInt32, in memtable: Memtable) -> Bool {
-        index.reference(of: entry.userId, resolve: resolve) == EntryIndex.reference(memtable.serial, offset)
+        index.reference(of: entry.userId, hash: index.hash(of: entry.userId), isLive: isLive, resolve: resolve)
+            == EntryIndex.reference(memtable.serial, offset)
     }
 
     // MARK: Writing
+
+    /// Makes sure the index can take `count` more ids without growing under the lock: when it
+    /// would pass three quarters full, or stale slots fill a quarter of it, a new one is built
+    /// from the live slots on the calling thread, without the lock, and swapped in under it.
+    ///
+    /// Only the write path's thread (or whoever opens the store) may call it, with the lock
+    /// not held: no other thread changes the index, so reading it unlocked is safe.
+    func prepareIndex(forAdding count: Int) {
+        lock.lock()
+        let table = index
+        let occupied = table.occupied
+        let stale = staleSlots
+        let staleMark = staleSlotsAdded
+        let firstLive = firstLiveSerial
+        let liveMemtables = UInt32(memtables.count)
+        lock.unlock()
+        guard (occupied + count) * 4 > table.slotCount * 3
+                || (4 * stale > table.slotCount && table.slotCount > EntryIndex.initialSlots) else { return }
+        var size = EntryIndex.initialSlots
+        while size < 2 * (occupied - stale + count) { size *= 2 }
+        let rebuilt = table.rebuilt(slots: size) { reference in
+            UInt32(truncatingIfNeeded: reference >> 32) &- firstLive < liveMemtables
+        }
+        lock.lock()
+        index = rebuilt
+        // Memtables dropped while it was built left stale slots in it too.
+        staleSlots = staleSlotsAdded - staleMark
+        bytes += rebuilt.footprint - table.footprint
+        lock.unlock()
+    }
 
     /// Applies one logged operation: an upsert or removal becomes its id's newest entry; a
     /// FLUSHALL forgets everything before it. Returns whether a memtable was frozen to make
@@ -97,10 +154,11 @@ final class WriteBuffer: @unchecked Sendable {
         }
     }
 
-    /// Applies an operation read back from the log at open.
+    /// Applies an operation read back from the log at open (a single thread; no lock needed
+    /// beyond what `apply` takes for its callers).
     func apply(_ record: LogRecord) {
         _ = apply(record.kind, sequence: record.sequence, userId: record.userId, name: record.name,
-              portraitUri: record.portraitUri, now: monotonicNanos())
+                  portraitUri: record.portraitUri, now: monotonicNanos())
     }
 
     /// Appends committed writes to the active memtable, starting one when there is none or
@@ -123,9 +181,11 @@ final class WriteBuffer: @unchecked Sendable {
         let before = active.footprint
         let offset = active.append(sequence: sequence, kind: kind, userId: userId, name: name,
                                    portraitUri: portraitUri, now: now)
-        let indexBefore = index.footprint
-        index.set(userId, to: EntryIndex.reference(active.serial, offset), resolve: resolve)
-        bytes += active.footprint - before + index.footprint - indexBefore
+        let replaced = index.set(userId, hash: index.hash(of: userId), to: EntryIndex.reference(active.serial, offset),
+                                 isLive: isLive, resolve: resolve)
+        if let replaced { memtable(of: replaced).indexedSlots -= 1 }
+        active.indexedSlots += 1
+        bytes += active.footprint - before
         entries += 1
         if 2 * bytes >= limitBytes { noteUrgency() }
         return froze
@@ -136,7 +196,9 @@ final class WriteBuffer: @unchecked Sendable {
     func clear(at sequence: Int64) {
         for memtable in memtables { memtable.isFrozen = true }
         memtables.removeAll()
-        index.removeAll()
+        // As large as before: the rest of the frame being applied was made room for.
+        index = EntryIndex(hasher: index.hasher, slots: index.slotCount)
+        staleSlots = 0
         clearedAt = sequence
         bytes = index.footprint
         entries = 0
@@ -163,160 +225,124 @@ final class WriteBuffer: @unchecked Sendable {
     }
 
     /// Forgets memtables whose merge has committed (the oldest ones; any already gone, after
-    /// a FLUSHALL, are skipped). Readers renew their snapshots of the table at once; the index
-    /// lets go of the entries a few thousand at a time, releasing the lock in between, so that
-    /// no read or commit waits for all of a large merge's entries (an entry found meanwhile
-    /// holds just what the table now has). Lock held on entry and on return.
+    /// a FLUSHALL, are skipped), and tells readers to renew their snapshots of the table. Their
+    /// index slots go stale at once; their memory goes with the last reference to them, which
+    /// the caller holds until it lets go of the lock.
     func drop(_ merged: [Memtable]) {
         guard let last = merged.last, let first = memtables.first,
               last.serial &- first.serial < UInt32(memtables.count) else { return }
-        let dropping = Array(memtables.prefix(Int(last.serial &- first.serial) + 1))
-        dropEpoch.add(1, ordering: .releasing)
-        for memtable in dropping {
-            let offsets = memtable.offsets
-            var done = 0
-            while done < offsets.count {
-                // A FLUSHALL meanwhile forgot these memtables and the whole index.
-                guard memtables.first === dropping[0] else { return }
-                let end = min(done + Self.removalsPerLockHold, offsets.count)
-                for offset in offsets[done..<end] {
-                    index.remove(memtable.entry(at: offset).userId,
-                                 ifReferencing: EntryIndex.reference(memtable.serial, offset), resolve: resolve)
-                }
-                done = end
-                lock.unlock()
-                lock.lock()
-            }
-        }
-        guard memtables.first === dropping[0] else { return }
-        let indexBefore = index.footprint
-        for memtable in dropping {
+        let count = Int(last.serial &- first.serial) + 1
+        for memtable in memtables.prefix(count) {
             bytes -= memtable.footprint
             entries -= memtable.entryCount
+            staleSlots += memtable.indexedSlots
+            staleSlotsAdded += memtable.indexedSlots
         }
-        memtables.removeFirst(dropping.count)
-        index.shrinkIfSparse()
-        bytes += index.footprint - indexBefore
+        memtables.removeFirst(count)
+        dropEpoch.add(1, ordering: .releasing)
         noteUrgency()
     }
-
-    /// Index entries `drop` removes before it lets others have the lock.
-    static let removalsPerLockHold = 4096
 
     /// When the oldest entry still waiting was committed, or nil when none waits.
     var oldestAppendNanos: Int? { memtables.first.map(\.firstAppendNanos) }
 }
 
 /// An open-addressing table from id to a reference (memtable serial and offset) to its
-/// newest entry; the ids themselves are read from the entries.
+/// newest entry; the ids themselves are read from the entries. Each slot holds the id's hash
+/// and the reference side by side, so a probe touches one cache line before it reads an
+/// entry. Slots whose reference is no longer live are passed over, never read through.
 ///
-/// Threading: the buffer's lock.
-struct EntryIndex {
-    private let hasher: KeyHasher
-    /// Per slot: the id's hash with the low bit set, or 0 for an empty slot.
-    private var hashes: [UInt64]
-    private var references: [UInt64]
-    private var count = 0
-    private var mask: Int
+/// Threading: the buffer's lock; see `WriteBuffer.prepareIndex` for the one unlocked read.
+final class EntryIndex: @unchecked Sendable {
+    private struct Slot {
+        /// The id's hash with the low bit set, or 0 for an empty slot.
+        var hash: UInt64
+        var reference: UInt64
+    }
+
+    let hasher: KeyHasher
+    private let slots: UnsafeMutableBufferPointer<Slot>
+    private let mask: Int
+    /// Slots in use, stale ones included.
+    private(set) var occupied = 0
 
     static let initialSlots = 1024
 
-    init(hasher: KeyHasher) {
+    init(hasher: KeyHasher, slots count: Int) {
         self.hasher = hasher
-        hashes = [UInt64](repeating: 0, count: Self.initialSlots)
-        references = [UInt64](repeating: 0, count: Self.initialSlots)
-        mask = Self.initialSlots - 1
+        slots = .allocate(capacity: count)
+        slots.initialize(repeating: Slot(hash: 0, reference: 0))
+        mask = count - 1
     }
+
+    deinit { slots.deallocate() }
 
     static func reference(_ serial: UInt32, _ offset: UInt32) -> UInt64 {
         UInt64(serial) << 32 | UInt64(offset)
     }
 
-    var footprint: Int { hashes.capacity * 16 }
+    var slotCount: Int { slots.count }
+    var footprint: Int { slots.count * MemoryLayout<Slot>.stride }
+
+    /// What the index hashes `userId` to; callers that probe more than once pass it along.
+    @inline(__always)
+    func hash(of userId: UnsafeRawBufferPointer) -> UInt64 { hasher.hash(userId) | 1 }
 
     @inline(__always)
-    private func slotHash(_ userId: UnsafeRawBufferPointer) -> UInt64 { hasher.hash(userId) | 1 }
+    private func home(_ hash: UInt64) -> Int { Int(truncatingIfNeeded: hash >> 7) & mask }
 
-    /// The slot holding `userId`, or nil.
+    /// Starts loading the slot a probe for `hash` begins at.
     @inline(__always)
-    private func slot(of userId: UnsafeRawBufferPointer, hash: UInt64,
+    func prefetch(_ hash: UInt64) {
+        profiled_prefetch(slots.baseAddress! + home(hash))
+    }
+
+    /// The slot holding `userId` with a live reference, or nil.
+    @inline(__always)
+    private func slot(of userId: UnsafeRawBufferPointer, hash: UInt64, isLive: (UInt64) -> Bool,
                       resolve: (UInt64) -> MemtableEntry) -> Int? {
-        var slot = Int(truncatingIfNeeded: hash >> 7) & mask
-        while hashes[slot] != 0 {
-            if hashes[slot] == hash && sameBytes(resolve(references[slot]).userId, userId) { return slot }
+        var slot = home(hash)
+        while slots[slot].hash != 0 {
+            if slots[slot].hash == hash && isLive(slots[slot].reference)
+                && sameBytes(resolve(slots[slot].reference).userId, userId) {
+                return slot
+            }
             slot = (slot + 1) & mask
         }
         return nil
     }
 
-    func find(_ userId: UnsafeRawBufferPointer, resolve: (UInt64) -> MemtableEntry) -> MemtableEntry? {
-        guard count > 0, let slot = slot(of: userId, hash: slotHash(userId), resolve: resolve) else { return nil }
-        return resolve(references[slot])
+    func reference(of userId: UnsafeRawBufferPointer, hash: UInt64, isLive: (UInt64) -> Bool,
+                   resolve: (UInt64) -> MemtableEntry) -> UInt64? {
+        slot(of: userId, hash: hash, isLive: isLive, resolve: resolve).map { slots[$0].reference }
     }
 
-    func reference(of userId: UnsafeRawBufferPointer, resolve: (UInt64) -> MemtableEntry) -> UInt64? {
-        guard count > 0, let slot = slot(of: userId, hash: slotHash(userId), resolve: resolve) else { return nil }
-        return references[slot]
-    }
-
-    mutating func set(_ userId: UnsafeRawBufferPointer, to reference: UInt64, resolve: (UInt64) -> MemtableEntry) {
-        let hash = slotHash(userId)
-        if let slot = slot(of: userId, hash: hash, resolve: resolve) {
-            references[slot] = reference
-            return
+    /// Makes `reference` the newest for `userId`; returns the live reference it replaced, if
+    /// any. The caller has made room (`WriteBuffer.prepareIndex`).
+    func set(_ userId: UnsafeRawBufferPointer, hash: UInt64, to reference: UInt64, isLive: (UInt64) -> Bool,
+             resolve: (UInt64) -> MemtableEntry) -> UInt64? {
+        if let slot = slot(of: userId, hash: hash, isLive: isLive, resolve: resolve) {
+            let replaced = slots[slot].reference
+            slots[slot].reference = reference
+            return replaced
         }
-        if (count + 1) * 4 > hashes.count * 3 { grow(to: hashes.count * 2) }
-        var slot = Int(truncatingIfNeeded: hash >> 7) & mask
-        while hashes[slot] != 0 { slot = (slot + 1) & mask }
-        hashes[slot] = hash
-        references[slot] = reference
-        count += 1
+        precondition(occupied < slots.count - 1, "the write buffer's index is full")
+        var slot = home(hash)
+        while slots[slot].hash != 0 { slot = (slot + 1) & mask }
+        slots[slot] = Slot(hash: hash, reference: reference)
+        occupied += 1
+        return nil
     }
 
-    /// Removes `userId` if its newest entry is still `reference` (a newer one stays).
-    mutating func remove(_ userId: UnsafeRawBufferPointer, ifReferencing reference: UInt64,
-                         resolve: (UInt64) -> MemtableEntry) {
-        guard let found = slot(of: userId, hash: slotHash(userId), resolve: resolve),
-              references[found] == reference else { return }
-        // Backward-shift deletion: later slots of the same run move up so no probe breaks.
-        var hole = found
-        var next = (hole + 1) & mask
-        while hashes[next] != 0 {
-            let home = Int(truncatingIfNeeded: hashes[next] >> 7) & mask
-            // Move it when its home is not between the hole (exclusive) and it (inclusive).
-            if (next - home) & mask >= (next - hole) & mask {
-                hashes[hole] = hashes[next]
-                references[hole] = references[next]
-                hole = next
-            }
-            next = (next + 1) & mask
+    /// A table of `count` slots holding this one's slots whose references `keep` accepts.
+    func rebuilt(slots count: Int, keep: (UInt64) -> Bool) -> EntryIndex {
+        let table = EntryIndex(hasher: hasher, slots: count)
+        for entry in slots where entry.hash != 0 && keep(entry.reference) {
+            var slot = table.home(entry.hash)
+            while table.slots[slot].hash != 0 { slot = (slot + 1) & table.mask }
+            table.slots[slot] = entry
+            table.occupied += 1
         }
-        hashes[hole] = 0
-        references[hole] = 0
-        count -= 1
-    }
-
-    mutating func removeAll() {
-        self = EntryIndex(hasher: hasher)
-    }
-
-    /// After a merge drops most entries: a table left an eighth full is built smaller again.
-    mutating func shrinkIfSparse() {
-        var slots = hashes.count
-        while slots > Self.initialSlots && count * 8 < slots { slots /= 2 }
-        if slots < hashes.count { grow(to: slots) }
-    }
-
-    private mutating func grow(to slots: Int) {
-        let oldHashes = hashes, oldReferences = references
-        hashes = [UInt64](repeating: 0, count: slots)
-        references = [UInt64](repeating: 0, count: slots)
-        mask = slots - 1
-        for i in oldHashes.indices where oldHashes[i] != 0 {
-            var slot = Int(truncatingIfNeeded: oldHashes[i] >> 7) & mask
-            while hashes[slot] != 0 { slot = (slot + 1) & mask }
-            hashes[slot] = oldHashes[i]
-            references[slot] = oldReferences[i]
-        }
+        return table
     }
 }

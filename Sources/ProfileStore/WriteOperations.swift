@@ -32,6 +32,16 @@ public enum WriteOperation {
     case removeAll
 }
 
+extension WriteOperation {
+    /// The id the operation is about; nil for `.removeAll`.
+    public var userId: UnsafeRawBufferPointer? {
+        switch self {
+        case .put(let userId, _, _), .patch(let userId, _, _, _, _), .remove(let userId), .read(let userId): userId
+        case .removeAll: nil
+        }
+    }
+}
+
 /// Operations that commit together, all or none: one request of a client (a SET, an MSET, a
 /// RESP transaction). The store asks for each operation while it commits the unit, in order.
 ///

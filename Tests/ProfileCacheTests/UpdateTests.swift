@@ -34,6 +34,22 @@ import Testing
         #expect(cache.seen("slow") == .hit(replyLine("slow", name: "read after")))
     }
 
+    /// A rewrite whose reply takes a chunk of the same size goes over the old block; one that
+    /// does not takes a new block. Either way the bytes counted are the bytes held.
+    @Test func rewritesOfTheSameSizeGoOverTheOldBlock() {
+        let cache = ProfileCache(limitBytes: 1 << 20, shardCount: 1)
+        cache.store("42", replyLine("42", name: "aaaa"))
+        let bytes = cache.statistics.bytes
+        cache.update("42", replyLine("42", name: "bbbb"))
+        #expect(cache.seen("42") == .hit(replyLine("42", name: "bbbb")))
+        #expect(cache.statistics.bytes == bytes)
+        // Quoted now: the raw id follows the reply, and the block is larger.
+        cache.update("42", replyLine("42", name: "\"b b\" and a much longer name than before"))
+        #expect(cache.seen("42") == .hit(replyLine("42", name: "\"b b\" and a much longer name than before")))
+        #expect(cache.statistics.bytes > bytes)
+        #expect(cache.integrityViolations() == [])
+    }
+
     @Test func aReplyTooLargeToCacheStillRemovesTheOldOne() {
         let cache = ProfileCache(limitBytes: 64 << 10, shardCount: 1)
         cache.store("42", replyLine("42"))

@@ -1,0 +1,63 @@
+import Testing
+@testable import ProfileStore
+
+/// The write buffer's index against a model: every id finds its newest entry through appends,
+/// drops of merged memtables (whose slots go stale and are passed over), rebuilds of the
+/// index without them, and FLUSHALL.
+@Suite struct WriteBufferTests {
+    @Test func everyIdFindsItsNewestEntryThroughDropsAndRebuilds() {
+        let buffer = WriteBuffer(limitBytes: 64 << 20)
+        var model: [String: (sequence: Int64, removed: Bool)] = [:]
+        var random = SystemRandomNumberGenerator()
+        var sequence: Int64 = 0
+        func write(_ id: String, removed: Bool) {
+            sequence += 1
+            buffer.prepareIndex(forAdding: 1)
+            buffer.lock.lock()
+            Array(id.utf8).withUnsafeBytes { key in
+                _ = buffer.apply(removed ? .removal : .put, sequence: sequence, userId: key,
+                                 name: UnsafeRawBufferPointer(start: nil, count: 0),
+                                 portraitUri: UnsafeRawBufferPointer(start: nil, count: 0), now: 0)
+            }
+            buffer.lock.unlock()
+            model[id] = (sequence, removed)
+        }
+        func check(_ round: Int) {
+            buffer.lock.lock()
+            defer { buffer.lock.unlock() }
+            for (id, expected) in model {
+                let found = Array(id.utf8).withUnsafeBytes { buffer.newest($0) }
+                #expect(found?.sequence == expected.sequence && found?.isRemoval == expected.removed,
+                        "round \(round): \(id) found \(String(describing: found?.sequence)), wanted \(expected)")
+            }
+        }
+        for round in 0..<6 {
+            for _ in 0..<40_000 {
+                write("id\(Int.random(in: 0..<30_000, using: &random))", removed: Int.random(in: 0..<10, using: &random) == 0)
+            }
+            check(round)
+            // A merge of everything but the newest memtable: its ids leave the buffer.
+            buffer.lock.lock()
+            let merged = Array(buffer.freezeAll().dropLast())
+            buffer.drop(merged)
+            let kept = buffer.memtables
+            buffer.lock.unlock()
+            let firstKept = kept.first?.firstSequence ?? .max
+            let keptIds = Set(kept.flatMap { memtable in
+                memtable.offsets.map { String(decoding: memtable.entry(at: $0).userId, as: UTF8.self) }
+            })
+            model = model.filter { keptIds.contains($0.key) && $0.value.sequence >= firstKept }
+            buffer.lock.lock()
+            for id in ["id1", "id2"] where !keptIds.contains(id) {
+                #expect(Array(id.utf8).withUnsafeBytes { buffer.newest($0) } == nil, "\(id) outlived its memtable")
+            }
+            buffer.lock.unlock()
+            check(round)
+        }
+        buffer.lock.lock()
+        buffer.clear(at: sequence + 1)
+        #expect(Array("id1".utf8).withUnsafeBytes { buffer.newest($0) } == nil)
+        #expect(buffer.entries == 0)
+        buffer.lock.unlock()
+    }
+}
