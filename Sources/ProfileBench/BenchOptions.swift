@@ -34,6 +34,8 @@ public struct BenchOptions: Sendable {
     public var mgetSize = 16
     public var missRatio = 0.0
     public var preload = false
+    /// Read the whole key space once (after `preload`), so the server holds it in memory.
+    public var warm = false
     /// Requests per second over all connections (open loop); nil: closed loop.
     public var rate: Int? = nil
     public var valueSize = 100
@@ -66,10 +68,14 @@ requests/s, errors and latency percentiles, and the harness's own CPU use.
   --keys N            ids in the key space (default 100000)
   --dist D            uniform (default) or zipf[:s] (s defaults to 0.99)
   --mix M             operations and weights (default get=100); operations: get, mget, set,
-                      update, del, exists (memcached: get, mget, set, del; redis: no update)
+                      update, del, exists (memcached: get, mget, set, del; redis: no update),
+                      and an operator's count, stats, recent (RECENT 20) and scan (SCAN 100
+                      from a random id), profiled only
   --mget-size N       ids per mget (default 16)
   --miss-ratio R      share of looked-up ids that do not exist, 0 to 1 (default 0)
   --preload           write the whole key space first (MSET batches) and report its rate
+  --warm              then read the whole key space once (MGET batches), so every server
+                      holds it in memory before the run, and report its rate
   --rate N            open loop: N requests/s in total, latency measured from when each
                       request was due (no coordinated omission); default: closed loop
   --value-size N      bytes of name plus portraitUri, or of the memcached/Redis value (default 100)
@@ -156,6 +162,7 @@ extension BenchOptions {
             case "--mget-size": options.mgetSize = try number(1...1000)
             case "--miss-ratio": options.missRatio = try fraction(0...1)
             case "--preload": try noValue(); options.preload = true
+            case "--warm": try noValue(); options.warm = true
             case "--rate": options.rate = try number(1...100_000_000)
             case "--value-size": options.valueSize = try number(2...2304)
             case "--seed": options.seed = UInt64(try number(0...Int.max))

@@ -1,7 +1,7 @@
 import Glibc
 import Synchronization
 
-/// How the preload went.
+/// How the preload (or the warming read) went.
 public struct PreloadResult: Sendable {
     public var profiles: Int
     public var seconds: Double
@@ -15,6 +15,8 @@ public struct PreloadResult: Sendable {
 public struct BenchResult: Sendable {
     public var options: BenchOptions
     public var preload: PreloadResult?
+    /// The warming read of the whole key space (`--warm`); `profiles` counts the ids read.
+    public var warm: PreloadResult?
     /// The operations of the mix, in its order.
     public var operations: [(operation: Operation, stats: OperationStats)]
     public var total: OperationStats
@@ -30,7 +32,9 @@ public struct BenchResult: Sendable {
     public var failure: String?
 
     /// No failure and no error reply.
-    public var succeeded: Bool { failure == nil && total.errors == 0 && (preload?.errors ?? 0) == 0 }
+    public var succeeded: Bool {
+        failure == nil && total.errors == 0 && (preload?.errors ?? 0) == 0 && (warm?.errors ?? 0) == 0
+    }
 }
 
 /// Runs a load: connects, optionally preloads, drives the mix, and gathers the results.
@@ -82,6 +86,26 @@ public enum LoadTest {
             result.firstError = phase.firstError
             if let failure = phase.failure {
                 result.failure = "preload: \(failure)"
+                return result
+            }
+            connections.forEach { $0.pipeline = options.pipeline }
+        }
+
+        if options.warm {
+            let pipeline = preloadPipeline(options.target)
+            connections.forEach { $0.pipeline = pipeline }
+            let plans = (0..<options.threads).map { thread in
+                var plan = base
+                plan.preload = share(of: options.keys, part: thread, parts: options.threads)
+                plan.warming = true
+                return plan
+            }
+            let phase = runPhase(plans, groups, label: "warm", live: live)
+            let stats = phase.stats[warmSlot]
+            result.warm = PreloadResult(profiles: stats.keys, seconds: phase.wallSeconds, errors: stats.errors)
+            result.firstError = result.firstError ?? phase.firstError
+            if let failure = phase.failure {
+                result.failure = "warm: \(failure)"
                 return result
             }
             connections.forEach { $0.pipeline = options.pipeline }
@@ -165,12 +189,12 @@ public enum LoadTest {
         }
         for thread in threads { pthread_join(thread, nil) }
 
-        var result = PhaseResult(stats: [OperationStats](repeating: OperationStats(), count: preloadSlot + 1),
+        var result = PhaseResult(stats: [OperationStats](repeating: OperationStats(), count: warmSlot + 1),
                                  wallSeconds: 0, lateRequests: 0)
         var first = UInt64.max
         var last: UInt64 = 0
         for worker in workers {
-            for slot in 0...preloadSlot { result.stats[slot].merge(worker.stats[slot]) }
+            for slot in 0...warmSlot { result.stats[slot].merge(worker.stats[slot]) }
             first = min(first, worker.startedAt)
             last = max(last, worker.finishedAt)
             result.lateRequests += worker.lateRequests

@@ -29,8 +29,10 @@ struct WorkerPlan: Sendable {
     var mgetSize: Int
     var missRatio: Double
     var endpoint: String
-    /// Set for the preload: write exactly these ids, in batches, and nothing else.
+    /// Set for the preload: write exactly these ids, in batches, and nothing else; or, with
+    /// `warming`, read them once in multi-lookups.
     var preload: Range<Int>?
+    var warming = false
     /// Stop issuing after this many requests.
     var requestBudget: Int?
     var durationNanoseconds: UInt64?
@@ -57,7 +59,7 @@ final class LoadWorker: @unchecked Sendable {
     let plan: WorkerPlan
     let connections: [LoadConnection]
     let progress: LiveProgress
-    @exclusivity(unchecked) private(set) var stats = [OperationStats](repeating: OperationStats(), count: preloadSlot + 1)
+    @exclusivity(unchecked) private(set) var stats = [OperationStats](repeating: OperationStats(), count: warmSlot + 1)
     @exclusivity(unchecked) private(set) var failure: String?
     @exclusivity(unchecked) private(set) var firstError: String?
     /// Open loop: requests that were due but never sent because every connection was full.
@@ -192,7 +194,15 @@ final class LoadWorker: @unchecked Sendable {
         let writer = plan.writer
         let slot: Int
         var keys = 1
-        if let range = plan.preload {
+        if let range = plan.preload, plan.warming {
+            let end = min(range.upperBound, nextPreload + writer.warmBatch)
+            writer.beginMultiLookup(count: end - nextPreload, to: out)
+            for index in nextPreload..<end { writer.multiLookupKey(index, missing: false, to: out) }
+            writer.endMultiLookup(to: out)
+            keys = end - nextPreload
+            nextPreload = end
+            slot = warmSlot
+        } else if let range = plan.preload {
             let end = min(range.upperBound, nextPreload + writer.preloadBatch)
             writer.batchSet(nextPreload..<end, to: out)
             keys = end - nextPreload
@@ -212,6 +222,7 @@ final class LoadWorker: @unchecked Sendable {
             case .update: writer.update(nextKey(), missing: false, to: out)
             case .del: writer.delete(nextKey(), missing: false, to: out)
             case .exists: writer.exists(nextKey(), missing: drawMissing(), to: out)
+            case .count, .stats, .recent, .scan: writer.operatorRequest(operation, from: nextKey(), to: out)
             }
         }
         connection.push(slot: slot, keys: keys, start: start)
@@ -324,6 +335,6 @@ final class LoadWorker: @unchecked Sendable {
     }
 
     private func slotName(_ slot: Int) -> String {
-        slot == preloadSlot ? "preload" : Operation(rawValue: slot)!.description
+        slot == preloadSlot ? "preload" : slot == warmSlot ? "warm" : Operation(rawValue: slot)!.description
     }
 }

@@ -1,6 +1,9 @@
 /// What one request does, as `--mix` names it.
 public enum Operation: Int, CaseIterable, Sendable, CustomStringConvertible {
     case get, mget, set, update, del, exists
+    /// An operator's requests (profiled only): COUNT, STATS, RECENT 20, and SCAN 100 from a
+    /// random id.
+    case count, stats, recent, scan
 
     public var description: String {
         switch self {
@@ -10,11 +13,18 @@ public enum Operation: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .update: "update"
         case .del: "del"
         case .exists: "exists"
+        case .count: "count"
+        case .stats: "stats"
+        case .recent: "recent"
+        case .scan: "scan"
         }
     }
 
     /// Whether it looks ids up (and so may ask for missing ones under `--miss-ratio`).
     var isLookup: Bool { self == .get || self == .mget || self == .exists }
+
+    /// Whether it is one of an operator's requests (COUNT, STATS, RECENT, SCAN).
+    var isOperators: Bool { self == .count || self == .stats || self == .recent || self == .scan }
 }
 
 /// A command line or option that cannot be used: one sentence for stderr, exit 64.

@@ -26,8 +26,9 @@ public struct OperationStats: Sendable {
     }
 }
 
-/// Index of the preload's statistics next to the operations'.
+/// Index of the preload's statistics next to the operations', and of the warming read's.
 let preloadSlot = Operation.allCases.count
+let warmSlot = preloadSlot + 1
 
 /// The reply each statistics slot's requests call for.
 let expectedReplies: [ExpectedReply] = Operation.allCases.map { operation in
@@ -38,5 +39,7 @@ let expectedReplies: [ExpectedReply] = Operation.allCases.map { operation in
     case .update: .update
     case .del: .delete
     case .exists: .exists
+    case .count: .count
+    case .stats, .recent, .scan: .listing
     }
-} + [.batchWrite]
+} + [.batchWrite, .multiLookup]

@@ -31,8 +31,28 @@ public enum ProfiledReplyParser: ReplyParser {
             if bytes.equals(0, end, "NO") { return .reply(Reply(length: length, outcome: .notFound)) }
         case .auth:
             if bytes.equals(0, end, "OK") { return .reply(Reply(length: length, outcome: .done)) }
+        case .count:
+            if bytes.begins(0, end, with: "COUNT "), bytes.decimal(6, end) != nil {
+                return .reply(Reply(length: length, outcome: .done))
+            }
+        case .listing:
+            return parseListing(bytes)
         }
         return .garbage("unexpected reply to \(expecting): \(visible(bytes))")
+    }
+
+    /// `VALUE` or `STAT` lines up to `END`.
+    private static func parseListing(_ bytes: UnsafeRawBufferPointer) -> ParseResult {
+        var start = 0
+        while true {
+            guard let lf = bytes.lineFeed(from: start) else { return waitForLine(bytes, from: start) }
+            let end = bytes.contentEnd(start, lf: lf)
+            if bytes.equals(start, end, "END") { return .reply(Reply(length: lf + 1, outcome: .done)) }
+            guard bytes.begins(start, end, with: "VALUE ") || bytes.begins(start, end, with: "STAT ") else {
+                return .garbage("unexpected line in a listing: \(visible(bytes, from: start))")
+            }
+            start = lf + 1
+        }
     }
 
     /// `VALUE` and `NOTFOUND` lines up to `END`.

@@ -14,6 +14,10 @@ public enum ExpectedReply: Sendable, Equatable {
     case delete
     case exists
     case auth
+    /// `COUNT <n>`.
+    case count
+    /// Lines up to `END`: STATS, RECENT, SCAN.
+    case listing
 }
 
 /// One whole reply at the front of the received bytes.

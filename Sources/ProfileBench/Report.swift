@@ -37,6 +37,10 @@ extension BenchResult {
             lines.append("preload: \(grouped(preload.profiles)) profiles in \(duration(nanoseconds: UInt64(preload.seconds * 1e9))), "
                 + "\(grouped(Int(preload.perSecond))) profiles/s, \(preload.errors) errors")
         }
+        if let warm {
+            lines.append("warm: \(grouped(warm.profiles)) ids read in \(duration(nanoseconds: UInt64(warm.seconds * 1e9))), "
+                + "\(grouped(Int(warm.perSecond))) ids/s, \(warm.errors) errors")
+        }
         let header = ["operation", "requests", "req/s", "ids/s", "errors", "found", "p50", "p90", "p99", "p99.9", "max"]
         var rows = [header]
         func row(_ name: String, _ s: OperationStats, lookup: Bool) -> [String] {
@@ -83,12 +87,16 @@ extension BenchResult {
             object([("profiles", "\($0.profiles)"), ("seconds", number($0.seconds)), ("perSecond", number($0.perSecond)),
                     ("errors", "\($0.errors)")])
         } ?? "null"
+        let warmJSON = warm.map {
+            object([("ids", "\($0.profiles)"), ("seconds", number($0.seconds)), ("perSecond", number($0.perSecond)),
+                    ("errors", "\($0.errors)")])
+        } ?? "null"
         return object([
             ("target", string(o.target.rawValue)), ("endpoint", string(o.endpointDescription)),
             ("connections", "\(o.connections)"), ("pipeline", "\(o.pipeline)"), ("threads", "\(o.threads)"),
             ("rate", o.rate.map { "\($0)" } ?? "null"), ("keys", "\(o.keys)"), ("distribution", string(o.distribution.description)),
             ("mix", string(o.mix.description)), ("mgetSize", "\(o.mgetSize)"), ("missRatio", number(o.missRatio)),
-            ("valueSize", "\(o.valueSize)"), ("preload", preloadJSON),
+            ("valueSize", "\(o.valueSize)"), ("preload", preloadJSON), ("warm", warmJSON),
             ("operations", object(operations.map { ($0.operation.description, stats($0.stats)) })),
             ("total", stats(total)), ("wallSeconds", number(wallSeconds)),
             ("harness", object([("cpuSeconds", number(harnessCPUSeconds)),

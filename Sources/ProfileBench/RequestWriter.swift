@@ -24,8 +24,8 @@ public enum TargetProtocol: String, Sendable, CaseIterable {
     func supports(_ operation: Operation) -> Bool {
         switch self {
         case .profiled: true
-        case .memcached: operation != .update && operation != .exists
-        case .redis: operation != .update
+        case .memcached: !operation.isOperators && operation != .update && operation != .exists
+        case .redis: !operation.isOperators && operation != .update
         }
     }
 }
@@ -101,6 +101,9 @@ struct RequestWriter {
         case .profiled, .redis: min(1000, max(1, 60_000 / (space.idLength + space.value.count + 3)))
         }
     }
+
+    /// Ids per warming read: as many as fit in a profiled request line (at most 1,000).
+    var warmBatch: Int { min(1000, max(1, 60_000 / (space.idLength + 1))) }
 
     @inline(__always)
     func key(_ index: Int, _ missing: Bool, _ out: ByteBuffer) {
@@ -215,6 +218,16 @@ struct RequestWriter {
         case .profiled: out.append("EXISTS "); key(index, missing, out); out.append(byte: 0x0A)
         case .redis: out.append("*2\r\n$6\r\nEXISTS\r\n"); respKey(index, missing, out)
         case .memcached: preconditionFailure("options refuse exists for memcached")
+        }
+    }
+
+    /// Profiled only: an operator's request; SCAN pages from the id given.
+    func operatorRequest(_ operation: Operation, from index: Int, to out: ByteBuffer) {
+        switch operation {
+        case .count: out.append("COUNT\n")
+        case .stats: out.append("STATS\n")
+        case .recent: out.append("RECENT 20\n")
+        default: out.append("SCAN "); key(index, false, out); out.append(" 100\n")
         }
     }
 

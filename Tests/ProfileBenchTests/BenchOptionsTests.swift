@@ -15,19 +15,19 @@ struct BenchOptionsTests {
         #expect(o.endpointDescription == "profiled://127.0.0.1:7711")
         #expect(o.connections == 50 && o.pipeline == 1 && o.threads == 1)
         #expect(o.mix == OperationMix([(.get, 100)]))
-        #expect(o.rate == nil && o.requests == nil && !o.preload && !o.json)
+        #expect(o.rate == nil && o.requests == nil && !o.preload && !o.warm && !o.json)
     }
 
     @Test func everyFlagIsRead() throws {
         let o = try options(["--host", "localhost", "--port=7800", "--token", "t", "--conns", "8", "--pipeline", "16",
                              "--threads", "2", "--requests", "1000", "--keys", "500", "--dist", "zipf:1.2",
-                             "--mix", "get=90,set=10", "--mget-size", "4", "--miss-ratio", "0.25", "--preload",
+                             "--mix", "get=90,set=10", "--mget-size", "4", "--miss-ratio", "0.25", "--preload", "--warm",
                              "--rate", "5000", "--value-size", "64", "--seed", "9", "--json"])
         #expect(o.endpointDescription == "profiled://localhost:7800")
         #expect(o.token == "t" && o.connections == 8 && o.pipeline == 16 && o.threads == 2)
         #expect(o.requests == 1000 && o.keys == 500 && o.distribution == .zipf(exponent: 1.2))
         #expect(o.mix == OperationMix([(.get, 90), (.set, 10)]))
-        #expect(o.mgetSize == 4 && o.missRatio == 0.25 && o.preload && o.rate == 5000)
+        #expect(o.mgetSize == 4 && o.missRatio == 0.25 && o.preload && o.warm && o.rate == 5000)
         #expect(o.valueSize == 64 && o.seed == 9 && o.json)
         #expect(try options(["--dist", "zipf"]).distribution == .zipf(exponent: 0.99))
         #expect(try options(["--unix", "/run/p.sock"]).endpointDescription == "profiled://unix:/run/p.sock")
@@ -53,6 +53,7 @@ struct BenchOptionsTests {
         (["--target", "redis://nohost"], "--target: 'redis://nohost' needs HOST:PORT after redis://"),
         (["--target", "memcached", "--mix", "get=1,exists=1"], "--mix: memcached has no exists"),
         (["--target", "redis", "--mix", "update=1"], "--mix: redis has no update"),
+        (["--target", "redis", "--mix", "get=9,count=1"], "--mix: redis has no count"),
         (["--target", "memcached", "--token", "x"], "--token: memcached's text protocol has no AUTH"),
         (["--threads", "4", "--conns", "2"], "--threads 4 needs at least as many --conns"),
         (["--preload=yes"], "--preload takes no value"),

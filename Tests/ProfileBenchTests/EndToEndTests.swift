@@ -15,7 +15,8 @@ struct EndToEndTests {
         options.durationSeconds = 1
         options.keys = 2000
         options.preload = true
-        options.mix = try OperationMix.parse("get=70,mget=5,set=10,update=5,del=2,exists=8")
+        options.warm = true
+        options.mix = try OperationMix.parse("get=70,mget=5,set=10,update=5,del=2,exists=8,count=1,stats=1,recent=1,scan=1")
         options.missRatio = 0.1
         let result = try LoadTest.run(options)
         #expect(result.failure == nil)
@@ -23,9 +24,13 @@ struct EndToEndTests {
         #expect(result.succeeded)
         #expect(result.preload?.profiles == 2000)
         #expect(result.preload?.errors == 0)
+        #expect(result.warm?.profiles == 2000)
+        #expect(result.warm?.errors == 0)
+        #expect(result.json.contains("\"warm\":{\"ids\":2000,"))
+        #expect(result.text.contains("warm: 2,000 ids read in"))
         #expect(result.total.errors == 0)
         #expect(result.total.requests > 0)
-        #expect(result.operations.map(\.operation) == [.get, .mget, .set, .update, .del, .exists])
+        #expect(result.operations.map(\.operation) == Operation.allCases)
         #expect(result.total.hits > 0 && result.total.hits < result.total.keys, "some lookups were of missing ids")
         #expect(result.json.contains("\"succeeded\":true"))
         let stats = try server.connect().stats()

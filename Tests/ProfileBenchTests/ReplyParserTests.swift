@@ -64,11 +64,16 @@ struct ReplyParserTests {
             + "OK\n"
             + "ERROR TOOLARGE userId too long\n"
             + "ERROR PARSE bad\n"
+            + "COUNT 1000000\n"
+            + "STAT uptime_seconds 3\nSTAT errors 0\nEND\n"
+            + "VALUE u1 a b\nVALUE u2 \"c d\" e\nEND\n"
+            + "END\n"
         expectReplies(ProfiledReplyParser.self, stream, [
             (.lookup, .done, 1), (.lookup, .notFound, 0), (.multiLookup, .done, 2), (.multiLookup, .done, 0),
             (.write, .done, 0), (.batchWrite, .done, 0), (.update, .done, 0), (.delete, .notFound, 0),
             (.delete, .done, 0), (.exists, .done, 1), (.exists, .notFound, 0), (.auth, .done, 0),
-            (.lookup, .error, 0), (.multiLookup, .error, 0),
+            (.lookup, .error, 0), (.multiLookup, .error, 0), (.count, .done, 0), (.listing, .done, 0),
+            (.listing, .done, 0), (.listing, .done, 0),
         ])
     }
 
