@@ -37,6 +37,8 @@ let prometheusNames: [(stat: String, metric: String, type: String, help: String)
     ("merged_rows", "profiled_merged_rows_total", "counter", "Rows merges wrote into the profile table."),
     ("merge_steps_abandoned", "profiled_merge_steps_abandoned_total", "counter",
      "Steps of background merges given up, and run again at once, because writes came to wait for them."),
+    ("write_log_syncs", "profiled_write_log_syncs_total", "counter",
+     "Syncs of the write log to disk by the once-a-second syncer (--sync normal)."),
 ]
 
 /// /metrics and /healthz over HTTP, with libevent's evhttp on the acceptor's event loop.

@@ -83,6 +83,7 @@ extension ServerContext {
             ("merges", writes.merges),
             ("merged_rows", writes.mergedRows),
             ("merge_steps_abandoned", writes.abandonedMergeSteps),
+            ("write_log_syncs", writes.logSyncs),
         ])
     }
 }

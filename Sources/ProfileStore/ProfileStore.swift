@@ -133,6 +133,9 @@ public struct WritePathStatistics: Sendable {
     /// Steps of merges that ran in the background and were given up, to run again at once,
     /// because someone came to wait for the merge.
     public var abandonedMergeSteps = 0
+    /// Background syncs of the write log to disk (`--sync normal`; under `full` every commit
+    /// syncs and this stays 0).
+    public var logSyncs = 0
 
     public init() {}
 }

@@ -6,8 +6,8 @@ import Synchronization
 ///
 /// Threading: a plain value; any thread.
 public enum SynchronousMode: Sendable {
-    /// Commits are durable across a process crash; an OS crash or power loss
-    /// may lose the last ones (the log is synced at checkpoints).
+    /// Commits are durable across a process crash; an OS crash or power loss may lose about
+    /// the last second of them (the write log is synced once a second, see `LogSyncer`).
     case normal
     /// Every commit is synced to disk before it returns.
     case full
@@ -128,6 +128,11 @@ public final class SQLiteProfileStore: ProfileStore {
     /// until it is set back to nil. Readers are not affected. Any thread may call it.
     @_spi(Testing) public func setFault(_ code: Int32?) {
         file.setFault(code)
+    }
+
+    /// Makes the write log's background syncs fail with `code` (an errno) instead of syncing.
+    @_spi(Testing) public func setSyncFault(errno code: Int32?) {
+        file.setSyncFault(errno: code)
     }
 
     /// The store file at `path` and every file the store keeps beside it (write log, WALs, lock).

@@ -62,10 +62,12 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         statistics.merges = merger.merges.load(ordering: .relaxed)
         statistics.mergedRows = merger.mergedRows.load(ordering: .relaxed)
         statistics.abandonedMergeSteps = merger.abandonedSteps.load(ordering: .relaxed)
+        statistics.logSyncs = log.syncer?.completedSyncs.load(ordering: .relaxed) ?? 0
         return statistics
     }
 
     var unhealthyReason: String? {
+        if let error = log.syncer?.failure { return log.syncFailure(error).reason }
         buffer.lock.lock()
         defer { buffer.lock.unlock() }
         guard let failure = merger.lastFailure else { return nil }

@@ -21,6 +21,8 @@ final class StoreFile: Sendable {
     private let createdLockFile: Bool
     /// The result code writers fail with, or SQLITE_OK (0) when none.
     private let injectedFault = Atomic<Int32>(0)
+    /// The errno syncs of the write log fail with, or 0 when none.
+    private let injectedSyncErrno = Atomic<Int32>(0)
 
     /// Makes the parent directories and takes the lock.
     ///
@@ -91,6 +93,16 @@ final class StoreFile: Sendable {
 
     func setFault(_ code: Int32?) {
         injectedFault.store(code ?? 0, ordering: .relaxed)
+    }
+
+    /// The errno the write log's syncs should fail with, if one is injected.
+    var syncFault: Int32? {
+        let code = injectedSyncErrno.load(ordering: .relaxed)
+        return code == 0 ? nil : code
+    }
+
+    func setSyncFault(errno code: Int32?) {
+        injectedSyncErrno.store(code ?? 0, ordering: .relaxed)
     }
 }
 

@@ -200,14 +200,25 @@ final class WriteLogWriter: @unchecked Sendable {
     private let sealedLock = ConditionLock()
     /// Closed segments, oldest first, with the newest sequence each holds.
     private var sealed: [(number: UInt64, lastSequence: Int64)] = []
+    /// Syncs the log once a second under `--sync normal`; nil under `full`, where every
+    /// append syncs.
+    let syncer: LogSyncer?
 
     /// - Parameter firstNumber: the number of the first segment it writes.
     init(file: StoreFile, firstNumber: UInt64) {
         self.file = file
         number = firstNumber
+        if file.synchronous == .normal {
+            let syncer = LogSyncer(file: file)
+            syncer.start()
+            self.syncer = syncer
+        } else {
+            syncer = nil
+        }
     }
 
     deinit {
+        syncer?.stop()
         if descriptor >= 0 { Glibc.close(descriptor) }
     }
 
@@ -219,6 +230,7 @@ final class WriteLogWriter: @unchecked Sendable {
             throw StoreError(resultCode: code, message: "\(String(cString: sqlite3_errstr(code))) (injected)",
                              sql: nil, path: file.path)
         }
+        if let error = syncer?.failure { throw syncFailure(error) }
         if descriptor >= 0 && end > WriteLogFile.headerBytes && end + frame.count > WriteLogFile.segmentBytes {
             try closeCurrent()
         }
@@ -237,6 +249,14 @@ final class WriteLogWriter: @unchecked Sendable {
         }
         end += frame.count
         self.lastSequence = lastSequence
+        syncer?.noteAppend()
+    }
+
+    /// The error every append fails with once a sync of the log failed.
+    func syncFailure(_ error: Int32) -> StoreError {
+        let why = "a sync of the write log to disk failed (\(String(cString: strerror(error)))); "
+            + "writes are refused until a restart"
+        return StoreError(kind: .io, resultCode: SQLITE_IOERR, message: why, path: file.path, clientReason: why)
     }
 
     /// Takes back a frame that failed: cuts the segment back to its valid end, or, when even
@@ -260,12 +280,16 @@ final class WriteLogWriter: @unchecked Sendable {
         guard fd >= 0 else { throw logError("cannot create the write log segment \(path)", errno) }
         let header = WriteLogFile.header(number: number, previousLength: previousLength)
         let written = header.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) }
-        if written != header.count || (file.synchronous == .full && (fdatasync(fd) != 0 || !syncDirectory())) {
+        let synced = written == header.count
+            && (file.synchronous == .full ? fdatasync(fd) == 0 && syncDirectory() : true)
+        let syncCopy = synced && syncer != nil ? dup(fd) : -1
+        if !synced || (syncer != nil && syncCopy < 0) {
             let error = written < 0 ? errno : (written != header.count ? ENOSPC : errno)
             Glibc.close(fd)
             unlink(path)
             throw logError("cannot begin the write log segment \(path)", error)
         }
+        syncer?.follow(syncCopy)
         descriptor = fd
         end = WriteLogFile.headerBytes
     }
@@ -304,6 +328,7 @@ final class WriteLogWriter: @unchecked Sendable {
 
     /// Closes the log once everything in it is in the table, and removes every segment.
     func closeAndRemoveAll() {
+        syncer?.stop()
         if descriptor >= 0 {
             Glibc.close(descriptor)
             descriptor = -1
