@@ -14,7 +14,7 @@ public struct ServerConfiguration: Sendable {
     public var databasePath: String? = nil
     public var cacheMegabytes: Int = 256
     /// Memory for writes committed and not yet merged into the store's table, in MiB.
-    public var writeBufferMegabytes: Int = 128
+    public var writeBufferMegabytes: Int = 256
     /// Worker threads; 0 means one per core.
     public var threads: Int = 0
     public var tokensPath: String? = nil

@@ -53,7 +53,7 @@ public final class SQLiteProfileStore: ProfileStore {
     ///   `.newerSchema` or `.corrupt` for a file it will not use, which it leaves
     ///   untouched; otherwise what SQLite or the system reports.
     public init(path: String, synchronous: SynchronousMode = .normal, busyTimeoutMilliseconds: Int32 = 5000,
-                writerCacheMebibytes: Int = 256, writeBufferBytes: Int = 128 << 20,
+                writerCacheMebibytes: Int = 256, writeBufferBytes: Int = 256 << 20,
                 rowsPerMergeRange: Int = SQLiteProfileStore.defaultRowsPerMergeRange) throws(StoreError) {
         file = try StoreFile(path: path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         writerCacheKibibytes = writerCacheMebibytes * 1024

@@ -14,7 +14,7 @@ usage: profiled [options]
                            $XDG_CACHE_HOME/profiled/profiles.sqlite3, else ~/.cache/profiled/profiles.sqlite3)
   --cache-mb N             LRU size in MiB (default 256)
   --write-buffer-mb N      memory for writes not yet merged into the store's table, in MiB
-                           (default 128); writes slow down past half of it
+                           (default 256); writes slow down past half of it
   --threads N              worker threads (default: one per core)
   --tokens FILE            require AUTH; FILE holds '<role> <token>' lines (roles: read, write, admin)
   --max-connections N      TCP and Unix together (default 10000)
