@@ -3,6 +3,8 @@
 
 # The C libraries the package links (system-library targets) and the tool that finds them.
 BUILD_PACKAGES="libsqlite3-dev libevent-dev pkg-config"
+# What Scripts/package uses besides: dpkg-deb, dpkg-shlibdeps and dpkg-gencontrol; strip.
+PACKAGE_PACKAGES="dpkg-dev binutils"
 
 # Installs the named Debian packages that are not installed yet.
 ensure_packages() {

@@ -230,7 +230,12 @@ import Testing
         let unit = readText(repositoryRoot() + "/Deploy/profiled.service")
             .replacing("/usr/local/bin/profiled", with: executable("profiled"))
         writeText(directory + "/profiled.service", unit)
-        let (status, output) = try runToCompletion("/usr/bin/systemd-analyze", ["verify", directory + "/profiled.service"])
+        // verify also asks man for each Documentation= page: let it find ours, as installed.
+        mkdir(directory + "/man", 0o755)
+        mkdir(directory + "/man/man1", 0o755)
+        writeText(directory + "/man/man1/profiled.1", readText(repositoryRoot() + "/Deploy/man/profiled.1"))
+        let (status, output) = try runToCompletion("/usr/bin/systemd-analyze", ["verify", directory + "/profiled.service"],
+                                                   environment: ["MANPATH": directory + "/man"])
         #expect(status == 0, "\(output)")
         #expect(!output.contains("profiled.service:"), "\(output)")
     }
