@@ -26,6 +26,8 @@ let package = Package(
         .systemLibrary(name: "CPrefetch"),
 
         .target(name: "ProfileProtocol", swiftSettings: hotPath),
+        // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
+        .target(name: "RESPProtocol", swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch"], swiftSettings: hotPath),
         .target(name: "ProfileStore", dependencies: ["CSQLite"], swiftSettings: hotPath),
         .target(name: "ProfileServer",
@@ -43,6 +45,7 @@ let package = Package(
         // Starting the built executables and talking to them, shared by the black-box tests.
         .target(name: "ProfileTestSupport", dependencies: ["ProfileClient"], path: "Tests/ProfileTestSupport"),
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol", "ProfileTestSupport"]),
+        .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
         .testTarget(name: "ProfileServerTests",
