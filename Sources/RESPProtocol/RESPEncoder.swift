@@ -1,7 +1,7 @@
 /// The RESP version a connection speaks: RESP2 from the start, RESP3 after `HELLO 3`.
 ///
 /// A plain value; any thread may use it.
-public enum RESPVersion: UInt8, Sendable, CaseIterable {
+public enum RESPVersion: UInt8, Sendable {
     case resp2 = 2
     case resp3 = 3
 }
