@@ -31,6 +31,8 @@ let package = Package(
         .target(name: "ProfileSystem", dependencies: ["CLinux"]),
 
         .target(name: "ProfileProtocol", swiftSettings: hotPath),
+        // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
+        .target(name: "RESPProtocol", swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileServer",
@@ -48,6 +50,7 @@ let package = Package(
         // Starting the built executables and talking to them, shared by the black-box tests.
         .target(name: "ProfileTestSupport", dependencies: ["ProfileClient"], path: "Tests/ProfileTestSupport"),
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol", "ProfileTestSupport"]),
+        .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
         .testTarget(name: "ProfileServerTests",
