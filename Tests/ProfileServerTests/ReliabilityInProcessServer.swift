@@ -75,7 +75,7 @@ final class InProcessServer {
         guard fd >= 0 else { throw TestFailure("accept failed: \(String(cString: strerror(errno)))") }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         statistics.currentConnections.add(1, ordering: .relaxed)
-        workers[nextWorker].post(.accepted(fd: fd))
+        workers[nextWorker].post(.accepted(fd: fd, front: .line, sessionId: 0))
         nextWorker = (nextWorker + 1) % workers.count
         return connection
     }
