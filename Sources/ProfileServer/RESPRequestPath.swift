@@ -391,7 +391,17 @@ extension Worker {
         let session = connection.resp!
         switch command {
         case .ping:
-            if arguments.count == 1 { respSimple("PONG", connection) } else { respBulk(arguments[1], connection) }
+            // Redis's table allows any count; PING itself refuses more than a message, also at
+            // its turn in an EXEC.
+            if arguments.count > 2 {
+                counters.errors += 1
+                reserve(RESPEncoder.wrongNumberOfArgumentsCount(.ping), connection)
+                out.count += RESPEncoder.writeWrongNumberOfArguments(.ping, to: out.end)
+            } else if arguments.count == 1 {
+                respSimple("PONG", connection)
+            } else {
+                respBulk(arguments[1], connection)
+            }
         case .echo:
             respBulk(arguments[1], connection)
         case .hello:
