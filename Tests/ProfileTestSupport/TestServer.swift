@@ -34,11 +34,13 @@ public final class TestServer {
         port = try waitForListening(after: logSoFar)
     }
 
-    /// Waits for this run's `listening` line: the log also holds earlier runs' lines.
+    /// Waits for this run's `listening` line of the line protocol's TCP listener (not the
+    /// Unix socket's, nor the RESP front's): the log also holds earlier runs' lines.
     private func waitForListening(after offset: Int) throws -> UInt16 {
         for _ in 0..<2000 {
             let log = String(decoding: readText(logPath).utf8.dropFirst(offset), as: UTF8.self)
-            for line in log.split(separator: "\n") where line.contains("msg=listening") && !line.contains("addr=unix:") {
+            for line in log.split(separator: "\n")
+            where line.contains("msg=listening") && !line.contains("addr=unix:") && !line.contains("proto=resp") {
                 let digits = line.reversed().prefix { $0.isNumber }
                 if let port = UInt16(String(digits.reversed())) { return port }
             }
