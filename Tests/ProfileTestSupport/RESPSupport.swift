@@ -29,8 +29,11 @@ extension TestServer {
 }
 
 /// A redis-server started on a free loopback port with nothing saved (`--save ''`,
-/// `--appendonly no`) and one database (so `SELECT 1` is refused, as profiled refuses it), in
-/// a directory of its own. Killed, and its directory removed, when released.
+/// `--appendonly no`), in a directory of its own, and set up to answer as profiled's RESP
+/// front promises to: one database (so `SELECT 1` is refused), and hashes kept in insertion
+/// order up to profiled's longest values (Redis keeps that order only in a hash's compact
+/// encoding, by default for values of at most 64 bytes; a profile's portraitUri may have
+/// 2,048). Killed, and its directory removed, when released.
 ///
 /// Threading: one test uses it; any thread.
 public final class RedisServer {
@@ -47,7 +50,8 @@ public final class RedisServer {
         for _ in 0..<5 {
             port = try freeLoopbackPort()
             let defaults = ["redis-server", "--port", "\(port)", "--bind", "127.0.0.1", "--save", "",
-                            "--appendonly", "no", "--databases", "1", "--dir", directory, "--logfile", ""]
+                            "--appendonly", "no", "--databases", "1", "--hash-max-listpack-value", "4096",
+                            "--dir", directory, "--logfile", ""]
             let logSoFar = readText(logPath).utf8.count
             pid = try spawn("/usr/bin/env", args: defaults + arguments, stderrPath: logPath)
             let deadline = monotonicNow() + 10

@@ -11,8 +11,11 @@ names the server, so only the parts the two share are compared.
 
 Each scenario starts with FLUSHALL on a new connection, runs on the reference, then on the
 subject, so both sides may even be the same server. The reference must be a redis-server
-started with `--databases 1` (so that `SELECT 1` is refused, as the contract says) and, with
---token, `--requirepass TOKEN`; the subject then needs the token with the admin role.
+started with `--databases 1` (so that `SELECT 1` is refused, as the contract says),
+`--hash-max-listpack-value 4096` (Redis returns a hash's fields in the order they were
+written only while its values are short enough for its compact encoding, and a profile's
+portraitUri may have 2,048 bytes) and, with --token, `--requirepass TOKEN`; the subject then
+needs the token with the admin role.
 
 Usage: resp_differential.py --reference HOST:PORT --subject HOST:PORT [--token TOKEN]
                             [--only SCENARIO ...]
