@@ -29,7 +29,7 @@ import socket
 import sys
 import time
 
-READ_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 3.0
 # Between two pieces of a split request, so that the server reads them separately.
 PIECE_PAUSE_SECONDS = 0.001
 
@@ -57,7 +57,9 @@ def argument_label(arg):
     """An argument as a failure message shows it: text as it is unless long, bytes as a literal."""
     if isinstance(arg, bytes):
         return shown(arg, 80)
-    return arg if len(arg) <= 40 else "%s...(%d characters)" % (arg[:20], len(arg))
+    if len(arg) > 40:
+        return "%s...(%d characters)" % (arg[:20], len(arg))
+    return repr(arg) if not arg or any(ord(c) < 0x20 for c in arg) else arg
 
 
 class Closed(Exception):
@@ -201,10 +203,11 @@ class Side:
         self.token = token
         self.steps = []
         self.connections = []
+        # Whether a reply did not come within READ_TIMEOUT_SECONDS.
+        self.stalled = False
 
     def record(self, connection, request, outcome):
-        number = self.connections.index(connection) + 1 if connection in self.connections else 0
-        self.steps.append((number, request, outcome))
+        self.steps.append((self.connections.index(connection) + 1, request, outcome))
 
     def connection(self):
         """A new connection, authenticated first when there is a token."""
@@ -232,10 +235,11 @@ class Side:
                 data, value = connection.reply()
                 outcome.append(data)
                 values.append(value)
-        except (Closed, BrokenPipeError):
+        except (Closed, BrokenPipeError, ConnectionResetError):
             connection.broken = "<the connection was closed>"
             outcome.append(shown(bytes(connection.buffer)) + " then the connection was closed")
         except NoReply:
+            self.stalled = True
             connection.broken = "<no reply to an earlier request: connection abandoned>"
             outcome.append("no reply within %g s after %s" % (READ_TIMEOUT_SECONDS, shown(bytes(connection.buffer))))
         except NotRESP:
@@ -707,16 +711,20 @@ def run_scenario(function, address, token):
         function(side)
     finally:
         side.close()
-    return side.steps
+    return side
 
 
 def compare(name, reference, subject):
     """Printed differences between two runs of one scenario; empty when they agree."""
     problems = []
+    unusable = 0
     for index, (ours, theirs) in enumerate(zip(reference, subject)):
         number, request, expected = ours
         got = theirs[2]
         if expected == got:
+            continue
+        if got and isinstance(got[0], str) and got[0].startswith("<"):
+            unusable += 1  # the connection's earlier step was reported
             continue
         for reply, (want, have) in enumerate(zip(expected, got)):
             if want != have:
@@ -732,20 +740,22 @@ def compare(name, reference, subject):
             detail = "\n  redis:   %s\n  subject: %s" % (shown(want), shown(have))
         problems.append("DIFFERENT %s, step %d on connection %d%s: %s%s"
                         % (name, index + 1, number, where, shown(request, 200), detail))
+    if unusable:
+        problems.append("DIFFERENT %s: %d later requests not answered on connections reported above" % (name, unusable))
     if len(reference) != len(subject):
         problems.append("DIFFERENT %s: %d steps on redis, %d on the subject" % (name, len(reference), len(subject)))
     return problems
 
 
-def address(text):
+def host_port(text):
     host, _, port = text.rpartition(":")
     return host, int(port)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reference", type=address, required=True, help="HOST:PORT of a redis-server")
-    parser.add_argument("--subject", type=address, required=True, help="HOST:PORT of the server under test")
+    parser.add_argument("--reference", type=host_port, required=True, help="HOST:PORT of a redis-server")
+    parser.add_argument("--subject", type=host_port, required=True, help="HOST:PORT of the server under test")
     parser.add_argument("--token", help="the password of the reference and an admin token of the subject")
     parser.add_argument("--only", action="append", help="run only this scenario (repeatable)")
     options = parser.parse_args()
@@ -753,20 +763,30 @@ def main():
     for name in options.only or []:
         if name not in names:
             parser.error("no scenario %r; there are: %s" % (name, ", ".join(names)))
-    problems = []
+    problems = 0
     ran = 0
     for function in SCENARIOS:
         if options.only and function.__name__ not in options.only:
             continue
         if function is authentication and options.token is None:
             continue
-        reference = run_scenario(function, options.reference, options.token)
-        subject = run_scenario(function, options.subject, options.token)
-        problems += compare(function.__name__, reference, subject)
+        runs, found = [], []
+        for name, address in (("redis", options.reference), ("the subject", options.subject)):
+            try:
+                runs.append(run_scenario(function, address, options.token))
+            except OSError as error:
+                found.append("FAILED %s: cannot reach %s at %s:%d: %s" % (function.__name__, name, *address, error))
+        if len(runs) == 2:
+            found += compare(function.__name__, runs[0].steps, runs[1].steps)
+        # Printed as found, so that a run killed for taking too long shows what it had found.
+        for problem in found:
+            print(problem, flush=True)
+        problems += len(found)
         ran += 1
-    for problem in problems:
-        print(problem)
-    print("differential: %d scenarios, %d differences" % (ran, len(problems)))
+        if any(run.stalled for run in runs):
+            print("stopped after %s: a server did not reply within %g s" % (function.__name__, READ_TIMEOUT_SECONDS))
+            break
+    print("differential: %d scenarios, %d problems" % (ran, problems))
     return 1 if problems else 0
 
 
