@@ -30,6 +30,8 @@ except ImportError as error:
     sys.exit(2)
 
 SCAN_KEYS = 3000
+# A reply slower than this fails its check and ends the run: every later check would wait too.
+REPLY_TIMEOUT_SECONDS = 5
 # Keys per DEL and per pipeline execute: the RESP front takes at most 1,000 keys a command.
 BATCH = 500
 
@@ -43,6 +45,10 @@ VARIANTS = [
 
 class Failed(Exception):
     """A check's expectation did not hold."""
+
+
+class Stalled(Exception):
+    """The server did not reply in time."""
 
 
 def expect(actual, expected, what):
@@ -78,18 +84,26 @@ class Run:
         retries, so an error reaches the check at once."""
         pool = redis.ConnectionPool(
             host=self.options.host, port=self.options.port, protocol=self.protocol,
-            parser_class=self.parser_class, decode_responses=True, socket_timeout=10,
+            parser_class=self.parser_class, decode_responses=True, socket_timeout=REPLY_TIMEOUT_SECONDS,
             username=username, password=password)
         return redis.Redis(connection_pool=pool)
 
     def check(self, name, body):
+        """Runs one check; prints its failure at once, so that a run killed for taking too long
+        still shows what failed."""
         try:
             body()
             self.passed += 1
+            return
         except Failed as failure:
-            self.failures.append("FAIL %s: %s: %s" % (self.label, name, failure))
+            what, stalled = str(failure), False
         except Exception as error:
-            self.failures.append("FAIL %s: %s: raised %s: %s" % (self.label, name, type(error).__name__, error))
+            what, stalled = "raised %s: %s" % (type(error).__name__, error), isinstance(error, redis.TimeoutError)
+        message = "FAIL %s: %s: %s" % (self.label, name, what)
+        self.failures.append(message)
+        print(message, flush=True)
+        if stalled:
+            raise Stalled()
 
     def key(self, name):
         return self.prefix + name
@@ -274,11 +288,14 @@ def main():
     failures, passed = [], 0
     for name, parser_class, protocol in VARIANTS:
         run = Run(options, name, parser_class, protocol)
-        run.run()
+        try:
+            run.run()
+        except Stalled:
+            print("stopped: no reply within %d s" % REPLY_TIMEOUT_SECONDS)
+            failures += run.failures
+            break
         failures += run.failures
         passed += run.passed
-    for failure in failures:
-        print(failure)
     print("redis-py %s with hiredis %s: %d checks, %d failures" % (redis.__version__, hiredis.__version__, passed + len(failures), len(failures)))
     return 1 if failures else 0
 
