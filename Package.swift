@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileServer",
-                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "ProfileCache", "ProfileStore"],
+                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore"],
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol"]),
         // What profilectl and profilebench do, as libraries their tests can reach.

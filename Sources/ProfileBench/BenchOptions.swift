@@ -55,11 +55,13 @@ usage: profilebench [options]
 Drives a running profiled (or memcached, or Redis) on loopback and reports per operation
 requests/s, errors and latency percentiles, and the harness's own CPU use.
   --target URL        profiled://HOST:PORT (default 127.0.0.1:7711), memcached://HOST:PORT,
-                      or redis://HOST:PORT; a bare profiled, memcached or redis takes the usual port
+                      redis://HOST:PORT (a profile is one string), or resp://HOST:PORT (a profile
+                      is a hash of name and portraitUri: profiled's RESP front, or any Redis);
+                      a bare profiled, memcached, redis or resp takes the usual port
   --host HOST         address to connect to (default 127.0.0.1)
   --port N            port to connect to
   --unix PATH         connect to a Unix domain socket instead
-  --token T           AUTH with this token on every connection (profiled, redis)
+  --token T           AUTH with this token on every connection (profiled, redis, resp)
   --conns N           connections (default 50), spread over the threads
   --pipeline N        requests in flight per connection (default 1)
   --threads N         load threads (default 1)
@@ -69,16 +71,19 @@ requests/s, errors and latency percentiles, and the harness's own CPU use.
   --dist D            uniform (default) or zipf[:s] (s defaults to 0.99)
   --mix M             operations and weights (default get=100); operations: get, mget, set,
                       update, del, exists (memcached: get, mget, set, del; redis: no update),
-                      and an operator's count, stats, recent (RECENT 20) and scan (SCAN 100
-                      from a random id), profiled only
+                      hmget (resp only; resp has no mget: get is HGETALL, set HSET of both
+                      fields, update HSET of name), and an operator's count, stats, recent
+                      (RECENT 20) and scan (SCAN 100 from a random id), profiled only
   --mget-size N       ids per mget (default 16)
   --miss-ratio R      share of looked-up ids that do not exist, 0 to 1 (default 0)
-  --preload           write the whole key space first (MSET batches) and report its rate
-  --warm              then read the whole key space once (MGET batches), so every server
-                      holds it in memory before the run, and report its rate
+  --preload           write the whole key space first (MSET batches; resp: pipelined HSETs)
+                      and report its rate
+  --warm              then read the whole key space once (MGET batches; resp: pipelined
+                      HGETALLs), so every server holds it in memory before the run, and report
+                      its rate
   --rate N            open loop: N requests/s in total, latency measured from when each
                       request was due (no coordinated omission); default: closed loop
-  --value-size N      bytes of name plus portraitUri, or of the memcached/Redis value (default 100)
+  --value-size N      bytes of name plus portraitUri, or of the memcached/redis value (default 100)
   --seed N            seed of the id and operation choices (default 1)
   --json              print one JSON object instead of the table
   --help              show this help
@@ -188,7 +193,8 @@ extension BenchOptions {
     private mutating func setTarget(_ text: String) throws(UsageError) {
         let parts = text.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
         guard let target = TargetProtocol(rawValue: String(parts[0])) else {
-            throw UsageError("--target: '\(text)' is not profiled://HOST:PORT, memcached://HOST:PORT or redis://HOST:PORT")
+            throw UsageError("--target: '\(text)' is not profiled://HOST:PORT, memcached://HOST:PORT, redis://HOST:PORT "
+                             + "or resp://HOST:PORT")
         }
         self.target = target
         guard parts.count == 2 else { return }
@@ -212,7 +218,14 @@ extension BenchOptions {
 
     private func check() throws(UsageError) {
         for entry in mix.weights where !target.supports(entry.operation) {
-            throw UsageError("--mix: \(target) has no \(entry.operation)")
+            switch (target, entry.operation) {
+            case (.resp, .mget):
+                throw UsageError("--mix: resp has no mget, since no command reads several hashes (hmget reads both fields of one)")
+            case (.redis, .hmget):
+                throw UsageError("--mix: redis has no hmget, since it stores each profile as one string (resp:// reads hashes)")
+            default:
+                throw UsageError("--mix: \(target) has no \(entry.operation)")
+            }
         }
         if token != nil && target == .memcached { throw UsageError("--token: memcached's text protocol has no AUTH") }
         if threads > connections { throw UsageError("--threads \(threads) needs at least as many --conns") }

@@ -41,9 +41,10 @@ public struct BenchResult: Sendable {
 ///
 /// `run` may be called from any thread; it starts and joins its own load threads.
 public enum LoadTest {
-    /// Preload requests in flight per connection: a few large MSETs keep profiled's writer
-    /// busy; memcached has no multi-set, so it gets many single sets instead.
-    static func preloadPipeline(_ target: TargetProtocol) -> Int { target == .memcached ? 32 : 2 }
+    /// Preload and warming requests in flight per connection: a few large MSETs keep profiled's
+    /// writer busy; memcached has no multi-set and HSET writes one hash, so they get many single
+    /// writes instead (and resp many single reads: no command reads several hashes).
+    static func preloadPipeline(_ target: TargetProtocol) -> Int { target == .memcached || target == .resp ? 32 : 2 }
 
     /// - Parameter live: called about once a second with a progress line.
     /// - Throws: `BenchFailure` when a connection cannot be opened or AUTH fails; failures

@@ -196,9 +196,7 @@ final class LoadWorker: @unchecked Sendable {
         var keys = 1
         if let range = plan.preload, plan.warming {
             let end = min(range.upperBound, nextPreload + writer.warmBatch)
-            writer.beginMultiLookup(count: end - nextPreload, to: out)
-            for index in nextPreload..<end { writer.multiLookupKey(index, missing: false, to: out) }
-            writer.endMultiLookup(to: out)
+            writer.warmingRead(nextPreload..<end, to: out)
             keys = end - nextPreload
             nextPreload = end
             slot = warmSlot
@@ -222,6 +220,7 @@ final class LoadWorker: @unchecked Sendable {
             case .update: writer.update(nextKey(), missing: false, to: out)
             case .del: writer.delete(nextKey(), missing: false, to: out)
             case .exists: writer.exists(nextKey(), missing: drawMissing(), to: out)
+            case .hmget: writer.lookupFields(nextKey(), missing: drawMissing(), to: out)
             case .count, .stats, .recent, .scan: writer.operatorRequest(operation, from: nextKey(), to: out)
             }
         }

@@ -19,7 +19,7 @@ public enum MemcachedReplyParser: ReplyParser {
         case .delete:
             if bytes.equals(0, end, "DELETED") { return .reply(Reply(length: length, outcome: .done)) }
             if bytes.equals(0, end, "NOT_FOUND") { return .reply(Reply(length: length, outcome: .notFound)) }
-        case .update, .exists, .auth, .count, .listing:
+        case .fields, .update, .exists, .auth, .count, .listing:
             break
         }
         return .garbage("unexpected reply to \(expecting): \(visible(bytes))")

@@ -1,6 +1,8 @@
 /// What one request does, as `--mix` names it.
 public enum Operation: Int, CaseIterable, Sendable, CustomStringConvertible {
     case get, mget, set, update, del, exists
+    /// Both fields of one id by name (resp only: HMGET key name portraitUri).
+    case hmget
     /// An operator's requests (profiled only): COUNT, STATS, RECENT 20, and SCAN 100 from a
     /// random id.
     case count, stats, recent, scan
@@ -13,6 +15,7 @@ public enum Operation: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .update: "update"
         case .del: "del"
         case .exists: "exists"
+        case .hmget: "hmget"
         case .count: "count"
         case .stats: "stats"
         case .recent: "recent"
@@ -21,7 +24,7 @@ public enum Operation: Int, CaseIterable, Sendable, CustomStringConvertible {
     }
 
     /// Whether it looks ids up (and so may ask for missing ones under `--miss-ratio`).
-    var isLookup: Bool { self == .get || self == .mget || self == .exists }
+    var isLookup: Bool { self == .get || self == .mget || self == .exists || self == .hmget }
 
     /// Whether it is one of an operator's requests (COUNT, STATS, RECENT, SCAN).
     var isOperators: Bool { self == .count || self == .stats || self == .recent || self == .scan }

@@ -7,7 +7,8 @@ public struct OperationStats: Sendable {
     public var requests = 0
     /// `ERROR` replies (and memcached's `NOT_STORED`).
     public var errors = 0
-    /// Replies saying the id does not exist (GET/UPDATE/DEL `NOTFOUND`, EXISTS `NO`).
+    /// Replies saying the id does not exist (GET/UPDATE/DEL `NOTFOUND`, EXISTS `NO`, an empty
+    /// HGETALL).
     public var notFound = 0
     /// Ids the answered requests covered (an MGET of 16 counts 16).
     public var keys = 0
@@ -39,6 +40,7 @@ let expectedReplies: [ExpectedReply] = Operation.allCases.map { operation in
     case .update: .update
     case .del: .delete
     case .exists: .exists
+    case .hmget: .fields
     case .count: .count
     case .stats, .recent, .scan: .listing
     }

@@ -37,6 +37,8 @@ public enum ProfiledReplyParser: ReplyParser {
             }
         case .listing:
             return parseListing(bytes)
+        case .fields:
+            break
         }
         return .garbage("unexpected reply to \(expecting): \(visible(bytes))")
     }

@@ -6,6 +6,8 @@ public enum ExpectedReply: Sendable, Equatable {
     case lookup
     /// Several ids looked up in one request.
     case multiLookup
+    /// Both fields of one id, by name (HMGET): each present or null.
+    case fields
     /// One profile or value written.
     case write
     /// Many written at once (MSET; memcached has none and sends one `set` per value).

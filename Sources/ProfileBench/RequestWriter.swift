@@ -1,14 +1,22 @@
 import ProfileProtocol
 
-/// The protocol a target speaks.
+/// The protocol a target speaks, and the shape a profile takes in it.
 public enum TargetProtocol: String, Sendable, CaseIterable {
-    case profiled, memcached, redis
+    /// profiled's line protocol.
+    case profiled
+    /// memcached's text protocol; a profile is one value.
+    case memcached
+    /// RESP with Redis's string commands; a profile is one value.
+    case redis
+    /// RESP with Redis's hash commands; a profile is a hash with the fields `name` and
+    /// `portraitUri`, as profiled's RESP front maps it (and as any Redis stores it).
+    case resp
 
     public var defaultPort: UInt16 {
         switch self {
         case .profiled: 7711
         case .memcached: 11211
-        case .redis: 6379
+        case .redis, .resp: 6379
         }
     }
 
@@ -17,22 +25,24 @@ public enum TargetProtocol: String, Sendable, CaseIterable {
         case .profiled: ProfiledReplyParser.parse(bytes, expecting: expecting)
         case .memcached: MemcachedReplyParser.parse(bytes, expecting: expecting)
         case .redis: RESPReplyParser.parse(bytes, expecting: expecting)
+        case .resp: RESPHashReplyParser.parse(bytes, expecting: expecting)
         }
     }
 
     /// Operations it has a natural request for.
     func supports(_ operation: Operation) -> Bool {
         switch self {
-        case .profiled: true
-        case .memcached: !operation.isOperators && operation != .update && operation != .exists
-        case .redis: !operation.isOperators && operation != .update
+        case .profiled: operation != .hmget
+        case .memcached: !operation.isOperators && operation != .update && operation != .exists && operation != .hmget
+        case .redis: !operation.isOperators && operation != .update && operation != .hmget
+        case .resp: !operation.isOperators && operation != .mget
         }
     }
 }
 
 /// The ids and values a load uses: existing ids `u00000000`, `u00000001`, ... (eight digits
 /// or more), missing ids the same with an `x`; every profile gets the same name and portrait
-/// URI, `valueSize` bytes together, and memcached and Redis get one value of that size.
+/// URI, `valueSize` bytes together, and memcached and Redis's strings get one value of that size.
 ///
 /// A value type; any thread may use it.
 public struct KeySpace: Sendable {
@@ -40,7 +50,7 @@ public struct KeySpace: Sendable {
     public let digits: Int
     public let name: [UInt8]
     public let portraitUri: [UInt8]
-    /// name and portraitUri together: the value stored in memcached and Redis.
+    /// name and portraitUri together: the value stored in memcached and in Redis's strings.
     public let value: [UInt8]
 
     public init(keys: Int, valueSize: Int) {
@@ -94,16 +104,17 @@ struct RequestWriter {
     let token: [UInt8]?
 
     /// Profiles per preload request: as many as fit in a profiled request line (at most
-    /// 1,000); memcached has no multi-set, so one `set` each.
+    /// 1,000); memcached has no multi-set and HSET writes one hash, so one request each.
     var preloadBatch: Int {
         switch target {
-        case .memcached: 1
+        case .memcached, .resp: 1
         case .profiled, .redis: min(1000, max(1, 60_000 / (space.idLength + space.value.count + 3)))
         }
     }
 
-    /// Ids per warming read: as many as fit in a profiled request line (at most 1,000).
-    var warmBatch: Int { min(1000, max(1, 60_000 / (space.idLength + 1))) }
+    /// Ids per warming read: as many as fit in a profiled request line (at most 1,000); no
+    /// command reads several hashes, so one HGETALL each.
+    var warmBatch: Int { target == .resp ? 1 : min(1000, max(1, 60_000 / (space.idLength + 1))) }
 
     @inline(__always)
     func key(_ index: Int, _ missing: Bool, _ out: ByteBuffer) {
@@ -120,11 +131,12 @@ struct RequestWriter {
         out.append("\r\n")
     }
 
-    private func respValue(_ out: ByteBuffer) {
+    /// RESP's bulk string of `bytes`.
+    private func respBulk(_ bytes: [UInt8], _ out: ByteBuffer) {
         out.append(byte: UInt8(ascii: "$"))
-        out.append(decimal: space.value.count)
+        out.append(decimal: bytes.count)
         out.append("\r\n")
-        out.append(space.value)
+        out.append(bytes)
         out.append("\r\n")
     }
 
@@ -133,7 +145,25 @@ struct RequestWriter {
         case .profiled: out.append("GET "); key(index, missing, out); out.append(byte: 0x0A)
         case .memcached: out.append("get "); key(index, missing, out); out.append("\r\n")
         case .redis: out.append("*2\r\n$3\r\nGET\r\n"); respKey(index, missing, out)
+        case .resp: out.append("*2\r\n$7\r\nHGETALL\r\n"); respKey(index, missing, out)
         }
+    }
+
+    /// Resp only: both fields of one profile, by name.
+    func lookupFields(_ index: Int, missing: Bool, to out: ByteBuffer) {
+        out.append("*4\r\n$5\r\nHMGET\r\n"); respKey(index, missing, out)
+        out.append("$4\r\nname\r\n$11\r\nportraitUri\r\n")
+    }
+
+    /// Reads profiles `range` once, in one request (resp: `range` holds one id).
+    func warmingRead(_ range: Range<Int>, to out: ByteBuffer) {
+        if target == .resp {
+            lookup(range.lowerBound, missing: false, to: out)
+            return
+        }
+        beginMultiLookup(count: range.count, to: out)
+        for index in range { multiLookupKey(index, missing: false, to: out) }
+        endMultiLookup(to: out)
     }
 
     func beginMultiLookup(count: Int, to out: ByteBuffer) {
@@ -144,13 +174,14 @@ struct RequestWriter {
             out.append(byte: UInt8(ascii: "*"))
             out.append(decimal: count + 1)
             out.append("\r\n$4\r\nMGET\r\n")
+        case .resp: preconditionFailure("options refuse mget for resp")
         }
     }
 
     func multiLookupKey(_ index: Int, missing: Bool, to out: ByteBuffer) {
         switch target {
         case .profiled, .memcached: out.append(byte: 0x20); key(index, missing, out)
-        case .redis: respKey(index, missing, out)
+        case .redis, .resp: respKey(index, missing, out)
         }
     }
 
@@ -158,7 +189,7 @@ struct RequestWriter {
         switch target {
         case .profiled: out.append(byte: 0x0A)
         case .memcached: out.append("\r\n")
-        case .redis: break
+        case .redis, .resp: break
         }
     }
 
@@ -174,11 +205,15 @@ struct RequestWriter {
             out.append(" 0 0 "); out.append(decimal: space.value.count); out.append("\r\n")
             out.append(space.value); out.append("\r\n")
         case .redis:
-            out.append("*3\r\n$3\r\nSET\r\n"); respKey(index, false, out); respValue(out)
+            out.append("*3\r\n$3\r\nSET\r\n"); respKey(index, false, out); respBulk(space.value, out)
+        case .resp:
+            out.append("*6\r\n$4\r\nHSET\r\n"); respKey(index, false, out)
+            out.append("$4\r\nname\r\n"); respBulk(space.name, out)
+            out.append("$11\r\nportraitUri\r\n"); respBulk(space.portraitUri, out)
         }
     }
 
-    /// Writes profiles `range` in one request (memcached: `range` holds one id).
+    /// Writes profiles `range` in one request (memcached and resp: `range` holds one id).
     func batchSet(_ range: Range<Int>, to out: ByteBuffer) {
         switch target {
         case .profiled:
@@ -189,34 +224,41 @@ struct RequestWriter {
                 out.append(byte: 0x20); out.append(space.portraitUri)
             }
             out.append(byte: 0x0A)
-        case .memcached:
+        case .memcached, .resp:
             set(range.lowerBound, to: out)
         case .redis:
             out.append(byte: UInt8(ascii: "*"))
             out.append(decimal: 1 + 2 * range.count)
             out.append("\r\n$4\r\nMSET\r\n")
-            for index in range { respKey(index, false, out); respValue(out) }
+            for index in range { respKey(index, false, out); respBulk(space.value, out) }
         }
     }
 
-    /// Profiled only: renames the profile.
+    /// Renames the profile (profiled and resp).
     func update(_ index: Int, missing: Bool, to out: ByteBuffer) {
-        out.append("UPDATE "); key(index, missing, out)
-        out.append(" name "); out.append(space.name); out.append(byte: 0x0A)
+        switch target {
+        case .profiled:
+            out.append("UPDATE "); key(index, missing, out)
+            out.append(" name "); out.append(space.name); out.append(byte: 0x0A)
+        case .resp:
+            out.append("*4\r\n$4\r\nHSET\r\n"); respKey(index, missing, out)
+            out.append("$4\r\nname\r\n"); respBulk(space.name, out)
+        case .memcached, .redis: preconditionFailure("options refuse update for \(target)")
+        }
     }
 
     func delete(_ index: Int, missing: Bool, to out: ByteBuffer) {
         switch target {
         case .profiled: out.append("DEL "); key(index, missing, out); out.append(byte: 0x0A)
         case .memcached: out.append("delete "); key(index, missing, out); out.append("\r\n")
-        case .redis: out.append("*2\r\n$3\r\nDEL\r\n"); respKey(index, missing, out)
+        case .redis, .resp: out.append("*2\r\n$3\r\nDEL\r\n"); respKey(index, missing, out)
         }
     }
 
     func exists(_ index: Int, missing: Bool, to out: ByteBuffer) {
         switch target {
         case .profiled: out.append("EXISTS "); key(index, missing, out); out.append(byte: 0x0A)
-        case .redis: out.append("*2\r\n$6\r\nEXISTS\r\n"); respKey(index, missing, out)
+        case .redis, .resp: out.append("*2\r\n$6\r\nEXISTS\r\n"); respKey(index, missing, out)
         case .memcached: preconditionFailure("options refuse exists for memcached")
         }
     }
@@ -231,7 +273,7 @@ struct RequestWriter {
         }
     }
 
-    /// The AUTH request for the configured token (profiled and Redis).
+    /// The AUTH request for the configured token (profiled, redis and resp).
     func auth(to out: ByteBuffer) {
         guard let token else { return }
         switch target {
@@ -239,9 +281,8 @@ struct RequestWriter {
             var line = Array("AUTH ".utf8)
             ValueEncoder.append(token, to: &line)
             out.append(line); out.append(byte: 0x0A)
-        case .redis:
-            out.append("*2\r\n$4\r\nAUTH\r\n$"); out.append(decimal: token.count); out.append("\r\n")
-            out.append(token); out.append("\r\n")
+        case .redis, .resp:
+            out.append("*2\r\n$4\r\nAUTH\r\n"); respBulk(token, out)
         case .memcached: preconditionFailure("options refuse --token for memcached")
         }
     }

@@ -1,10 +1,42 @@
+/// A profile to cache: its reply as the server sends it, encoded once, and its raw values.
+/// A value that the reply carries byte for byte should be a view into `reply`: then it costs
+/// the cache nothing more; any other value is copied after the reply.
+///
+/// Views valid for the call that receives it; the thread that made it uses it.
+public struct EncodedProfile {
+    public var reply: UnsafeRawBufferPointer
+    /// Where the reply carries the id byte for byte, if it does (the key itself is usually the
+    /// request's bytes, elsewhere).
+    public var userIdInReply: UnsafeRawBufferPointer?
+    public var name: UnsafeRawBufferPointer
+    public var portraitUri: UnsafeRawBufferPointer
+
+    public init(reply: UnsafeRawBufferPointer, userIdInReply: UnsafeRawBufferPointer? = nil,
+                name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) {
+        self.reply = reply
+        self.userIdInReply = userIdInReply
+        self.name = name
+        self.portraitUri = portraitUri
+    }
+}
+
+/// A cached profile: its reply and its raw values.
+///
+/// Views into the cache, valid only inside the body of `ProfileCache.lookup` that received it.
+public struct CachedProfile {
+    public let reply: UnsafeRawBufferPointer
+    public let userId: UnsafeRawBufferPointer
+    public let name: UnsafeRawBufferPointer
+    public let portraitUri: UnsafeRawBufferPointer
+}
+
 /// What a lookup found.
 ///
 /// Handed to the body of `ProfileCache.lookup` on the calling thread, while the
 /// shard is locked; a hit's bytes are valid only inside that body.
 public enum CacheLookup {
-    /// The cached reply line, `VALUE <id> <name> <uri>\n` as it is sent.
-    case hit(UnsafeRawBufferPointer)
+    /// The cached profile.
+    case hit(CachedProfile)
     /// The id is known to have no profile.
     case absent
     /// Not cached: read the store, then offer the row to `ProfileCache.fill` with this ticket.

@@ -1,18 +1,24 @@
 import Glibc
 
-/// The one malloc'd block that holds everything an entry owns.
+/// The one block that holds everything an entry owns.
 ///
-/// Layout: a 4-byte header (reply length: UInt16, id length: UInt8, kind and pin: UInt8), then
-/// - for a profile: the reply line, followed by the raw id only when the reply does
-///   not already carry those bytes right after `VALUE ` (that is, when the id was quoted);
+/// Layout: a 4-byte header (reply length: UInt16, id length: UInt8, kind and referenced bit:
+/// UInt8), then
+/// - for a profile: where its id, name and portraitUri are (offsets from the block's start
+///   and lengths, UInt16 each: id offset, name offset and length, portraitUri offset and
+///   length), the reply, and then whichever of the three raw values the reply does not carry
+///   byte for byte (one that had to be escaped), so that a reply that writes them as they are
+///   costs nothing more;
 /// - for a remembered absence: its two links in the absence list, then the raw id.
+///
+/// The cache knows nothing of how a reply is encoded: it keeps the bytes it is given, and
+/// finds the fields wherever the caller's views point.
 ///
 /// A plain pointer wrapper; whoever holds the shard's lock may read and write it.
 struct EntryBlock {
     enum Kind: UInt8 {
         case absence
-        case profileWithIdInReply
-        case profileWithIdAfterReply
+        case profile
     }
 
     /// The kind byte's low bits hold the kind, and its top bit marks an entry looked up since
@@ -21,8 +27,9 @@ struct EntryBlock {
     static let referencedBit: UInt8 = 0x80
 
     static let headerSize = 4
-    /// Where a bare id starts in a reply line: after `VALUE `.
-    static let idOffsetInReply = 6
+    /// A profile's header: the common one, then the id's offset and the offsets and lengths of
+    /// the name and the portraitUri.
+    static let profileHeaderSize = headerSize + 10
     static let absenceLinksSize = 8
     static let maxReplyLength = Int(UInt16.max)
     static let maxKeyLength = Int(UInt8.max)
@@ -33,44 +40,86 @@ struct EntryBlock {
         self.base = base
     }
 
-    /// Copies `key` and `reply` into a new block from `slab`, or returns nil when the sizes do
-    /// not fit its header.
-    static func makeProfile(key: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer,
-                            in slab: inout BlockSlab) -> EntryBlock? {
-        guard (1...maxKeyLength).contains(key.count), reply.count <= maxReplyLength else { return nil }
-        let idEnd = idOffsetInReply + key.count
-        let idIsInReply = reply.count >= idEnd
-            && memcmp(reply.baseAddress! + idOffsetInReply, key.baseAddress!, key.count) == 0
-        let kind: Kind = idIsInReply ? .profileWithIdInReply : .profileWithIdAfterReply
-        let block = allocate(kind: kind, replyLength: reply.count, keyLength: key.count,
-                             byteCount: headerSize + reply.count + (idIsInReply ? 0 : key.count), in: &slab)
-        if reply.count > 0 {
-            (block.base + headerSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count)
+    /// Where a profile's block puts its reply and values: each value's offset in the block,
+    /// inside the reply when the reply carries it byte for byte, else after the reply.
+    private struct ProfileLayout {
+        var byteCount: Int
+        var keyOffset: Int
+        var nameOffset: Int
+        var portraitUriOffset: Int
+        init?(key: UnsafeRawBufferPointer, profile: EncodedProfile) {
+            let reply = profile.reply
+            guard (1...maxKeyLength).contains(key.count), reply.count <= maxReplyLength else { return nil }
+            var end = profileHeaderSize + reply.count
+            func place(_ value: UnsafeRawBufferPointer, verbatimAt offsetInReply: Int?) -> Int {
+                if let offsetInReply { return profileHeaderSize + offsetInReply }
+                defer { end += value.count }
+                return end
+            }
+            var keyInReply = EntryBlock.offset(of: key, in: reply)
+            if keyInReply == nil, let copy = profile.userIdInReply, copy.count == key.count,
+               EntryBlock.bytesEqual(copy.baseAddress!, key.baseAddress!, count: key.count) {
+                keyInReply = EntryBlock.offset(of: copy, in: reply)
+            }
+            keyOffset = place(key, verbatimAt: keyInReply)
+            nameOffset = place(profile.name, verbatimAt: EntryBlock.offset(of: profile.name, in: reply))
+            portraitUriOffset = place(profile.portraitUri, verbatimAt: EntryBlock.offset(of: profile.portraitUri, in: reply))
+            // Offsets are UInt16: a block must end within 64 KiB.
+            guard end <= Int(UInt16.max) else { return nil }
+            byteCount = end
         }
-        if !idIsInReply {
-            (block.base + headerSize + reply.count).copyMemory(from: key.baseAddress!, byteCount: key.count)
-        }
+    }
+
+    /// Where `value` starts in `reply`, when it is a view of bytes inside it; an empty value
+    /// is anywhere.
+    private static func offset(of value: UnsafeRawBufferPointer, in reply: UnsafeRawBufferPointer) -> Int? {
+        guard value.count > 0 else { return 0 }
+        guard let start = value.baseAddress, let replyStart = reply.baseAddress,
+              start >= replyStart, start + value.count <= replyStart + reply.count else { return nil }
+        return start - replyStart
+    }
+
+    /// Copies `profile` for `key` into a new block from `slab`, or returns nil when the sizes
+    /// do not fit its header.
+    static func makeProfile(key: UnsafeRawBufferPointer, profile: EncodedProfile, in slab: inout BlockSlab) -> EntryBlock? {
+        guard let layout = ProfileLayout(key: key, profile: profile) else { return nil }
+        let block = allocate(kind: .profile, replyLength: profile.reply.count, keyLength: key.count,
+                             byteCount: layout.byteCount, in: &slab)
+        block.write(key: key, profile: profile, layout)
         return block
     }
 
-    /// Writes `reply` for `key` over this profile's block when the new contents take a chunk of
-    /// the same size, as most rewrites of a profile do; returns false, changing nothing, when
-    /// they would not (a new block is needed then).
-    func overwrite(key: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer) -> Bool {
-        guard !isAbsence, reply.count <= Self.maxReplyLength, key.count == keyLength else { return false }
-        let idEnd = Self.idOffsetInReply + key.count
-        let idIsInReply = reply.count >= idEnd
-            && memcmp(reply.baseAddress! + Self.idOffsetInReply, key.baseAddress!, key.count) == 0
-        let newCount = Self.headerSize + reply.count + (idIsInReply ? 0 : key.count)
-        let chunk = BlockSlab.chunkSize(for: newCount)
+    /// Writes `profile` for `key` over this profile's block when the new contents take a chunk
+    /// of the same size, as most rewrites of a profile do; returns false, changing nothing,
+    /// when they would not (a new block is needed then).
+    func overwrite(key: UnsafeRawBufferPointer, profile: EncodedProfile) -> Bool {
+        guard !isAbsence, key.count == keyLength, let layout = ProfileLayout(key: key, profile: profile) else { return false }
+        let chunk = BlockSlab.chunkSize(for: layout.byteCount)
         guard chunk > 0, chunk == BlockSlab.chunkSize(for: byteCount) else { return false }
         let referenced = isReferenced
-        base.storeBytes(of: UInt16(reply.count), as: UInt16.self)
-        let kind: Kind = idIsInReply ? .profileWithIdInReply : .profileWithIdAfterReply
-        base.storeBytes(of: kind.rawValue | (referenced ? Self.referencedBit : 0), toByteOffset: 3, as: UInt8.self)
-        if reply.count > 0 { (base + Self.headerSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count) }
-        if !idIsInReply { (base + Self.headerSize + reply.count).copyMemory(from: key.baseAddress!, byteCount: key.count) }
+        base.storeBytes(of: UInt16(profile.reply.count), as: UInt16.self)
+        base.storeBytes(of: Kind.profile.rawValue | (referenced ? Self.referencedBit : 0), toByteOffset: 3, as: UInt8.self)
+        write(key: key, profile: profile, layout)
         return true
+    }
+
+    /// Writes the offsets, the reply and the values the reply does not carry.
+    private func write(key: UnsafeRawBufferPointer, profile: EncodedProfile, _ layout: ProfileLayout) {
+        let reply = profile.reply
+        base.storeBytes(of: UInt16(layout.keyOffset), toByteOffset: 4, as: UInt16.self)
+        base.storeBytes(of: UInt16(layout.nameOffset), toByteOffset: 6, as: UInt16.self)
+        base.storeBytes(of: UInt16(profile.name.count), toByteOffset: 8, as: UInt16.self)
+        base.storeBytes(of: UInt16(layout.portraitUriOffset), toByteOffset: 10, as: UInt16.self)
+        base.storeBytes(of: UInt16(profile.portraitUri.count), toByteOffset: 12, as: UInt16.self)
+        if reply.count > 0 { (base + Self.profileHeaderSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count) }
+        let afterReply = Self.profileHeaderSize + reply.count
+        func copyIfAfterReply(_ value: UnsafeRawBufferPointer, to offset: Int) {
+            guard offset >= afterReply, value.count > 0 else { return }
+            (base + offset).copyMemory(from: value.baseAddress!, byteCount: value.count)
+        }
+        copyIfAfterReply(key, to: layout.keyOffset)
+        copyIfAfterReply(profile.name, to: layout.nameOffset)
+        copyIfAfterReply(profile.portraitUri, to: layout.portraitUriOffset)
     }
 
     /// A block from `slab` remembering that `key` has no profile, or nil when the key's size
@@ -107,17 +156,25 @@ struct EntryBlock {
         }
     }
 
+    /// A profile's reply; only meaningful when not `isAbsence`.
     var reply: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: base + Self.headerSize, count: replyLength)
+        UnsafeRawBufferPointer(start: base + Self.profileHeaderSize, count: replyLength)
+    }
+
+    /// A profile's reply and values; only meaningful when not `isAbsence`.
+    var profile: CachedProfile {
+        CachedProfile(reply: reply, userId: key, name: field(at: 6), portraitUri: field(at: 10))
+    }
+
+    /// The value whose offset and length are at `headerOffset` and the two bytes after it.
+    private func field(at headerOffset: Int) -> UnsafeRawBufferPointer {
+        let offset = Int(base.load(fromByteOffset: headerOffset, as: UInt16.self))
+        let count = Int(base.load(fromByteOffset: headerOffset + 2, as: UInt16.self))
+        return UnsafeRawBufferPointer(start: base + offset, count: count)
     }
 
     var key: UnsafeRawBufferPointer {
-        let offset: Int
-        switch kind {
-        case .absence: offset = Self.headerSize + Self.absenceLinksSize
-        case .profileWithIdInReply: offset = Self.headerSize + Self.idOffsetInReply
-        case .profileWithIdAfterReply: offset = Self.headerSize + replyLength
-        }
+        let offset = isAbsence ? Self.headerSize + Self.absenceLinksSize : Int(base.load(fromByteOffset: 4, as: UInt16.self))
         return UnsafeRawBufferPointer(start: base + offset, count: keyLength)
     }
 
@@ -152,13 +209,15 @@ struct EntryBlock {
         return true
     }
 
-    /// The bytes the block was made with, from its header.
+    /// The bytes the block was made with, from its header: a profile's ends with its reply or
+    /// with the last value copied after it.
     var byteCount: Int {
-        switch kind {
-        case .absence: Self.headerSize + Self.absenceLinksSize + keyLength
-        case .profileWithIdInReply: Self.headerSize + replyLength
-        case .profileWithIdAfterReply: Self.headerSize + replyLength + keyLength
-        }
+        if isAbsence { return Self.headerSize + Self.absenceLinksSize + keyLength }
+        let name = field(at: 6), portraitUri = field(at: 10)
+        let keyEnd = Int(base.load(fromByteOffset: 4, as: UInt16.self)) + keyLength
+        return max(Self.profileHeaderSize + replyLength, keyEnd,
+                   name.baseAddress! - UnsafeRawPointer(base) + name.count,
+                   portraitUri.baseAddress! - UnsafeRawPointer(base) + portraitUri.count)
     }
 
     /// Bytes this block really occupies: its slab chunk, or its malloc'd size.

@@ -102,7 +102,8 @@ public final class ProfileCache: @unchecked Sendable {
         pthread_mutex_lock(shard.lock)
         defer { pthread_mutex_unlock(shard.lock) }
         switch shard.state.pointee.lookup(userId, hash: hash) {
-        case .hit(let reply):
+        case .hit(let profile):
+            let reply = profile.reply
             if reply.count <= room.count, let destination = room.baseAddress, let source = reply.baseAddress {
                 destination.copyMemory(from: source, byteCount: reply.count)
             }
@@ -144,35 +145,34 @@ public final class ProfileCache: @unchecked Sendable {
         }
     }
 
-    /// Offers what the store returned after a miss: `reply` is the encoded VALUE line,
-    /// nil when the id has no profile.
+    /// Offers what the store returned after a miss: the profile, nil when the id has none.
     ///
     /// Dropped when an `update` or `removeAll` touched the shard since `ticket` was
     /// issued, or when the id is cached by now.
-    public func fill(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?, ticket: FillTicket) {
+    public func fill(_ userId: UnsafeRawBufferPointer, profile: EncodedProfile?, ticket: FillTicket) {
         let hash = hasher.hash(userId)
         let index = shardIndex(for: hash)
         guard Int(ticket.shard) == index else { return }
         let shard = shard(at: index)
         shard.withLock {
-            shard.state.pointee.fill(userId, hash: hash, reply: reply, ticketEpoch: ticket.epoch)
+            shard.state.pointee.fill(userId, hash: hash, profile: profile, ticketEpoch: ticket.epoch)
         }
     }
 
     /// The authoritative update after a committed write: replaces whatever is cached for
-    /// `userId` with `reply` (the encoded VALUE line, or an absence when nil), and invalidates
-    /// the shard's outstanding fill tickets, so that no read of the store from before the write
-    /// can put an older value back.
+    /// `userId` with `profile` (an absence when nil), and invalidates the shard's outstanding
+    /// fill tickets, so that no read of the store from before the write can put an older value
+    /// back.
     ///
     /// An id that is not cached stays so (a write does not push out what readers use): a later
-    /// miss reads it from the store. A reply too large to cache still removes the old entry.
-    public func update(_ userId: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?) {
+    /// miss reads it from the store. A profile too large to cache still removes the old entry.
+    public func update(_ userId: UnsafeRawBufferPointer, profile: EncodedProfile?) {
         let hash = hasher.hash(userId)
         let shard = shard(at: shardIndex(for: hash))
         // The block comes from the shard's slab, so it is made under the lock: a copy of a
         // reply line, shorter than the lookups waiting on it would notice.
         shard.withLock {
-            shard.state.pointee.update(userId, hash: hash, reply: reply)
+            shard.state.pointee.update(userId, hash: hash, profile: profile)
         }
     }
 

@@ -77,7 +77,7 @@ struct ShardState: ~Copyable {
         // Marked, not moved: relinking touched two more records at random places in memory on
         // every hit. Eviction moves marked entries to the front instead (see `evictionCandidate`).
         if !block.isReferenced { block.isReferenced = true }
-        return block.isAbsence ? .absent : .hit(block.reply)
+        return block.isAbsence ? .absent : .hit(block.profile)
     }
 
     // The three stages of `ProfileCache.prefetch`, each starting the load the next one reads.
@@ -106,34 +106,34 @@ struct ShardState: ~Copyable {
         profiled_prefetch(block + 128)
     }
 
-    /// Adds `reply` (an absence when nil) unless the epoch moved since `ticketEpoch` or the key
-    /// is already cached (then by a fill of the same epoch, which read the same row).
-    mutating func fill(_ key: UnsafeRawBufferPointer, hash: UInt64, reply: UnsafeRawBufferPointer?,
+    /// Adds `profile` (an absence when nil) unless the epoch moved since `ticketEpoch` or the
+    /// key is already cached (then by a fill of the same epoch, which read the same row).
+    mutating func fill(_ key: UnsafeRawBufferPointer, hash: UInt64, profile: EncodedProfile?,
                        ticketEpoch: UInt64) {
-        guard ticketEpoch == epoch, find(key, hash: hash) == nil, let block = makeBlock(key, reply: reply) else {
+        guard ticketEpoch == epoch, find(key, hash: hash) == nil, let block = makeBlock(key, profile: profile) else {
             return
         }
         admit(block, hash: hash)
     }
 
-    private mutating func makeBlock(_ key: UnsafeRawBufferPointer, reply: UnsafeRawBufferPointer?) -> EntryBlock? {
-        if let reply {
-            return EntryBlock.makeProfile(key: key, reply: reply, in: &slab)
+    private mutating func makeBlock(_ key: UnsafeRawBufferPointer, profile: EncodedProfile?) -> EntryBlock? {
+        if let profile {
+            return EntryBlock.makeProfile(key: key, profile: profile, in: &slab)
         }
         return EntryBlock.makeAbsence(key: key, in: &slab)
     }
 
-    /// Replaces whatever is cached for `key` with `reply` (an absence when nil), or just
-    /// removes it when no block can hold them (a reply too large to cache must still not leave
+    /// Replaces whatever is cached for `key` with `profile` (an absence when nil), or just
+    /// removes it when no block can hold it (a reply too large to cache must still not leave
     /// the old one behind); a key not cached stays so. Invalidates every outstanding ticket of
     /// the shard either way.
-    mutating func update(_ key: UnsafeRawBufferPointer, hash: UInt64, reply: UnsafeRawBufferPointer?) {
+    mutating func update(_ key: UnsafeRawBufferPointer, hash: UInt64, profile: EncodedProfile?) {
         epoch &+= 1
         guard let found = find(key, hash: hash) else { return }
         // A rewrite of the same size goes over the old block: nothing to free, link or account.
-        if let reply, EntryBlock(records[found.entry].block!).overwrite(key: key, reply: reply) { return }
+        if let profile, EntryBlock(records[found.entry].block!).overwrite(key: key, profile: profile) { return }
         remove(found)
-        if let block = makeBlock(key, reply: reply) {
+        if let block = makeBlock(key, profile: profile) {
             admit(block, hash: hash)
         }
     }

@@ -55,6 +55,43 @@ public enum ReplyEncoder {
         return n
     }
 
+    /// Where a VALUE line carries its values byte for byte: each one's offset from the line's
+    /// start, or nil for a value the line had to escape.
+    ///
+    /// A plain value; any thread may use it.
+    public struct ValueLineLayout: Equatable, Sendable {
+        public var count: Int
+        public var userId: Int?
+        public var name: Int?
+        public var portraitUri: Int?
+    }
+
+    /// `writeValueLine`, also telling where the line carries each value as it is, so that a
+    /// cache can keep the one line and find the values in it.
+    public static func writeValueLineLocatingValues(
+        userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer,
+        to out: UnsafeMutableRawPointer
+    ) -> ValueLineLayout {
+        var n = copyBytes("VALUE ", to: out)
+        // A token as long as its value is the value; two longer, the value in plain quotes.
+        func token(_ value: UnsafeRawBufferPointer) -> Int? {
+            let start = n
+            n += ValueEncoder.write(value, to: out + n)
+            switch n - start - value.count {
+            case 0: return start
+            case 2: return start + 1
+            default: return nil
+            }
+        }
+        let userIdAt = token(userId)
+        n += copyBytes(" ", to: out + n)
+        let nameAt = token(name)
+        n += copyBytes(" ", to: out + n)
+        let portraitUriAt = token(portraitUri)
+        n += copyBytes("\n", to: out + n)
+        return ValueLineLayout(count: n, userId: userIdAt, name: nameAt, portraitUri: portraitUriAt)
+    }
+
     /// Bytes in `NOTFOUND <userId>\n`.
     public static func notFoundLineCount(userId: UnsafeRawBufferPointer) -> Int {
         9 + ValueEncoder.encodedCount(userId) + 1

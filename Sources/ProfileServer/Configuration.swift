@@ -1,6 +1,9 @@
 import ProfileProtocol
 import ProfileStore
 
+/// profiled's version, as `--version`, INFO and the package give it.
+public let profiledVersion = "0.1.0"
+
 /// Everything profiled needs to start, already validated by the executable's argument parser.
 ///
 /// A plain value: any thread may read it.
@@ -10,6 +13,10 @@ public struct ServerConfiguration: Sendable {
     public var port: UInt16 = 7711
     /// Optional Unix domain socket path.
     public var unixPath: String? = nil
+    /// The RESP listener's port on `host`; nil leaves it off.
+    public var respPort: UInt16? = nil
+    /// What every RESP key starts with before its userId (`user:`); empty: the key is the userId.
+    public var respKeyPrefix: [UInt8] = []
     /// Database path; nil means the default location (see `SQLiteProfileStore.defaultPath`).
     public var databasePath: String? = nil
     public var cacheMegabytes: Int = 256

@@ -2,6 +2,16 @@ import CLibevent
 import Glibc
 import ProfileProtocol
 
+/// The protocol a listener speaks, and so every connection it accepted.
+///
+/// A plain value; any thread may use it.
+enum Front: Sendable {
+    /// The line protocol (docs/PROTOCOL.md).
+    case line
+    /// RESP, profiles as Redis hashes (docs/RESP.md).
+    case resp
+}
+
 /// One client connection, from accept to close.
 ///
 /// Owned and used only by the worker thread it was handed to, which may hand it to another
@@ -20,6 +30,9 @@ final class Connection {
     }
 
     let fd: Int32
+    let front: Front
+    /// RESP's state between requests; nil on a line-protocol connection.
+    let resp: RESPSession?
     unowned var worker: Worker
     var phase = Phase.serving
     var role: Role
@@ -29,9 +42,18 @@ final class Connection {
     /// The peer shut down its sending side: answer what arrived, then close.
     var peerClosed = false
 
-    /// Received bytes not yet handled (a partial line, or lines left while paused); at most maxLine.
+    /// Received bytes not yet handled (a partial request, or requests left while paused); at
+    /// most `inputLimit`. Allocated as needed and grown toward that limit, so an idle
+    /// connection holds none.
     var pending: UnsafeMutableRawPointer? = nil
     var pendingCount = 0
+    private var pendingCapacity = 0
+    /// The most unhandled bytes the front ever needs to hold to answer: a line protocol line
+    /// (`--max-line`), or RESP's largest request with its framing.
+    let inputLimit: Int
+    /// The last pass over the input stopped for want of bytes: what is pending is the start
+    /// of a request, not a whole one left for later.
+    var needsMoreInput = false
 
     /// Reply bytes the socket has not taken yet.
     let output: OpaquePointer
@@ -40,10 +62,13 @@ final class Connection {
     var reading = false
     var writing = false
 
-    init(fd: Int32, worker: Worker, role: Role) {
+    init(fd: Int32, front: Front, worker: Worker, role: Role, inputLimit: Int, respSessionId: Int) {
         self.fd = fd
+        self.front = front
+        resp = front == .resp ? RESPSession(id: respSessionId) : nil
         self.worker = worker
         self.role = role
+        self.inputLimit = inputLimit
         output = evbuffer_new()
     }
 
@@ -65,10 +90,32 @@ final class Connection {
     }
 
     /// Keeps `count` unhandled bytes for the next pass, after any already kept.
-    func keepPending(_ bytes: UnsafeRawPointer, count: Int, capacity: Int) {
-        if pending == nil { pending = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16) }
+    func keepPending(_ bytes: UnsafeRawPointer, count: Int) {
+        precondition(pendingCount + count <= inputLimit, "more unhandled input than the front may hold")
+        reservePending(pendingCount + count)
         (pending! + pendingCount).copyMemory(from: bytes, byteCount: count)
         pendingCount += count
+    }
+
+    /// Room for more input after what is pending: at least 64 KiB, or what is left below
+    /// `inputLimit` when that is less (0 once the limit is reached).
+    func pendingRoom() -> UnsafeMutableRawBufferPointer {
+        let wanted = min(inputLimit, pendingCount + 65536)
+        reservePending(wanted)
+        return UnsafeMutableRawBufferPointer(start: pending! + pendingCount, count: max(0, wanted - pendingCount))
+    }
+
+    /// Grows the buffer to hold `count` bytes, doubling, up to `inputLimit`.
+    private func reservePending(_ count: Int) {
+        guard count > pendingCapacity || pending == nil else { return }
+        let capacity = min(inputLimit, max(count, min(inputLimit, max(65536, 2 * pendingCapacity))))
+        let grown = UnsafeMutableRawPointer.allocate(byteCount: max(capacity, 1), alignment: 16)
+        if let pending {
+            grown.copyMemory(from: pending, byteCount: pendingCount)
+            pending.deallocate()
+        }
+        pending = grown
+        pendingCapacity = capacity
     }
 
     /// Drops the first `count` pending bytes; frees the buffer once empty so idle connections stay small.
@@ -78,6 +125,7 @@ final class Connection {
         if pendingCount == 0 {
             pending?.deallocate()
             pending = nil
+            pendingCapacity = 0
         } else {
             pending!.copyMemory(from: pending! + count, byteCount: pendingCount)
         }
@@ -101,5 +149,6 @@ final class Connection {
         pending?.deallocate()
         pending = nil
         pendingCount = 0
+        pendingCapacity = 0
     }
 }

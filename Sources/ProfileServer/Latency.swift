@@ -49,4 +49,11 @@ final class LatencyHistograms: Sendable {
     }
 
     static var bucketCount: Int { bucketsPerVerb }
+
+    /// Requests recorded, of every command.
+    var totalCount: Int {
+        var total = 0
+        for verb in 0..<verbCount { total += slots[verb * (bucketsPerVerb + 2) + bucketsPerVerb].load(ordering: .relaxed) }
+        return total
+    }
 }

@@ -8,11 +8,21 @@ import ProfileStore
 // thread, from the bytes as received to the reply scratch, without allocating on a cache hit.
 
 extension Worker {
-    /// Serves the complete lines at the start of `bytes`; returns how many bytes it used.
+    /// Serves the whole requests at the start of `bytes` in the connection's protocol; returns
+    /// how many bytes it used, and notes whether it stopped for want of more.
     ///
     /// Stops early at the per-wake-up budget, when replies pile up, when a read must wait for
-    /// this connection's writes, and at QUIT or TOOLONG.
+    /// this connection's writes, and at a request that ends the connection.
     func handleInput(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        connection.needsMoreInput = false
+        switch connection.front {
+        case .line: return handleLines(connection, bytes, count)
+        case .resp: return handleRESPRequests(connection, bytes, count)
+        }
+    }
+
+    /// The line protocol's `handleInput`.
+    private func handleLines(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
         var budget = context.configuration.requestsPerWakeup
         let highWater = context.configuration.outputHighWater
@@ -24,6 +34,7 @@ extension Worker {
             if frame == .needMore && rest.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
             switch frame {
             case .needMore:
+                connection.needsMoreInput = true
                 return used
             case .tooLong:
                 guard connection.writesInFlight == 0 else { return used }
@@ -153,24 +164,33 @@ extension Worker {
             out.append("BYE\n")
             connection.phase = .closing
         case .set:
-            enqueue(.set, arguments: 3, connection)
+            enqueue(.set, .set, arguments: 3, connection)
         case .mset(let triples):
-            enqueue(.mset(triples: triples), arguments: 3 * triples, connection)
+            enqueue(.mset(triples: triples), .mset, arguments: 3 * triples, connection)
         case .update(let userId, let name, let portraitUri):
-            let operation = WriteJob.Operation.update(hasName: name != nil, hasPortraitUri: portraitUri != nil)
-            let fields = [userId, name, portraitUri].compactMap { $0 }
-            jobs.append(WriteJob(connection: connection, operation: operation, arguments: fields.count) { fields[$0] })
-            connection.writesInFlight += 1
+            let write = WriteJob.LineWrite.update(hasName: name != nil, hasPortraitUri: portraitUri != nil)
+            // At most three views, without an array: the id, then the fields given, in order.
+            let second = name ?? portraitUri!
+            let count = name != nil && portraitUri != nil ? 3 : 2
+            submit(WriteJob(connection: connection, request: .line(write), verb: .update, arguments: count) {
+                $0 == 0 ? userId : $0 == 1 ? second : portraitUri!
+            }, connection)
         case .del:
-            enqueue(.del, arguments: 1, connection)
+            enqueue(.del, .del, arguments: 1, connection)
         case .flushall:
-            enqueue(.flushAll, arguments: 0, connection)
+            enqueue(.flushAll, .flushall, arguments: 0, connection)
         }
     }
 
-    private func enqueue(_ operation: WriteJob.Operation, arguments: Int, _ connection: Connection) {
+    private func enqueue(_ write: WriteJob.LineWrite, _ verb: Verb, arguments: Int, _ connection: Connection) {
         let decoder = self.decoder
-        jobs.append(WriteJob(connection: connection, operation: operation, arguments: arguments) { decoder.argument($0) })
+        submit(WriteJob(connection: connection, request: .line(write), verb: verb, arguments: arguments) { decoder.argument($0) },
+               connection)
+    }
+
+    /// Queues a job for the writer at the end of the pass; its answer comes back to this worker.
+    func submit(_ job: WriteJob, _ connection: Connection) {
+        jobs.append(job)
         connection.writesInFlight += 1
     }
 
@@ -210,7 +230,7 @@ extension Worker {
             try beginReadTransaction()
             try reader!.lookup(userId) { row in
                 guard let row else {
-                    context.cache.fill(userId, reply: nil, ticket: ticket)
+                    context.cache.fill(userId, profile: nil, ticket: ticket)
                     counters.getMisses += 1
                     appendAbsent(userId, exists: exists, connection)
                     return
@@ -218,14 +238,13 @@ extension Worker {
                 counters.getHits += 1
                 // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
                 reserveValueLine(row, connection)
-                let written = ReplyEncoder.writeValueLine(userId: row.userId, name: row.name,
-                                                          portraitUri: row.portraitUri, to: out.end)
-                context.cache.fill(userId, reply: UnsafeRawBufferPointer(start: out.end, count: written), ticket: ticket)
+                let encoded = encodeForCache(row, at: out.end)
+                context.cache.fill(userId, profile: encoded, ticket: ticket)
                 if exists {
                     reserve(4, connection)
                     out.append("YES\n")
                 } else {
-                    out.count += written
+                    out.count += encoded.reply.count
                 }
             }
         }
@@ -303,6 +322,12 @@ extension Worker {
     /// Nothing is sent while a request is served, so all of the reply is still here: after the
     /// mark in the scratch, or, once it outgrew the scratch, at the end of the connection's queue.
     private func failStore(since mark: Mark, on connection: Connection, _ error: any Error) {
+        takeBack(since: mark, on: connection)
+        reply(storeError: error, to: connection)
+    }
+
+    /// Drops what was written of the reply begun at the mark.
+    func takeBack(since mark: Mark, on connection: Connection) {
         if connection.queuedOutput == mark.queued {
             out.count = mark.count
         } else {
@@ -310,7 +335,6 @@ extension Worker {
             connection.dropQueuedOutput(after: mark.queued + mark.count)
             out.count = 0
         }
-        reply(storeError: error, to: connection)
     }
 
     private func authenticate(_ token: UnsafeRawBufferPointer, _ connection: Connection) {
@@ -329,9 +353,14 @@ extension Worker {
         }
     }
 
-    func writeAnswer(_ job: WriteJob) -> Void {
+    /// Writes the answer of a line-protocol write.
+    func writeLineAnswer(_ job: WriteJob) {
         let connection = job.connection
-        switch job.outcome {
+        if let failure = job.failure {
+            reply(storeFailure: failure, to: connection)
+            return
+        }
+        switch job.lineOutcome {
         case .stored:
             reserve(7, connection)
             out.append("STORED\n")
@@ -351,8 +380,6 @@ extension Worker {
             out.append("OK\n")
         case .notFound:
             appendAbsent(job.argument(0), exists: false, connection)
-        case .failed(let reason):
-            reply(storeFailure: reason, to: connection)
         case .pending:
             preconditionFailure("a write job came back unanswered")
         }

@@ -22,10 +22,12 @@ public final class Server {
     private let configuration: ServerConfiguration
     private let context: ServerContext
     private var workers: [Worker] = []
-    private var listeners: [(fd: Int32, event: OpaquePointer?)] = []
+    private var listeners: [Listener] = []
     private let base: OpaquePointer
     private var signalEvents: [OpaquePointer?] = []
     private var nextWorker = 0
+    /// The next RESP connection's `CLIENT ID`.
+    private var nextSessionId = 1
     private var metricsServer: MetricsServer?
     private var resumeTimer: OpaquePointer?
     private var stopping = false
@@ -84,17 +86,22 @@ public final class Server {
             for i in 0..<threads { workers.append(try Worker(index: i, context: context, reader: readers[i])) }
             for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
             for fd in try listenTCP(host: configuration.host, port: configuration.port) {
-                listeners.append((fd, nil))
-                addresses.append(boundAddress(of: fd))
+                listeners.append(Listener(fd: fd, front: .line, address: boundAddress(of: fd)))
             }
             if let unixPath = configuration.unixPath {
-                listeners.append((try listenUnix(path: unixPath), nil))
-                addresses.append("unix:\(unixPath)")
+                listeners.append(Listener(fd: try listenUnix(path: unixPath), front: .line, address: "unix:\(unixPath)"))
+            }
+            if let respPort = configuration.respPort {
+                for fd in try listenTCP(host: configuration.host, port: respPort) {
+                    listeners.append(Listener(fd: fd, front: .resp, address: boundAddress(of: fd)))
+                    context.respPortBound.store(Int(boundPort(of: fd)), ordering: .relaxed)
+                }
             }
         } catch {
             for listener in listeners { Glibc.close(listener.fd) }
             throw StartupError("cannot listen: \(error)")
         }
+        addresses = listeners.map(\.address)
         if let metrics = configuration.metricsAddress {
             do {
                 metricsServer = try MetricsServer(base: base, host: metrics.host, port: metrics.port, context: context)
@@ -136,9 +143,11 @@ public final class Server {
             workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
-        for i in listeners.indices {
-            listeners[i].event = event_new(base, listeners[i].fd, Int16(EV_READ | EV_PERSIST), serverAcceptReady, me)
-            event_add(listeners[i].event, nil)
+        for listener in listeners {
+            listener.event = event_new(base, listener.fd, Int16(EV_READ | EV_PERSIST), serverAcceptReady,
+                                       Unmanaged.passUnretained(listener).toOpaque())
+            listener.server = self
+            event_add(listener.event, nil)
         }
         for signalNumber in [SIGTERM, SIGINT] {
             let event = event_new(base, signalNumber, Int16(EV_SIGNAL | EV_PERSIST), serverSignalled, me)
@@ -151,7 +160,13 @@ public final class Server {
         // "listening" comes last: whoever waits for it (a supervisor, the tests) finds
         // everything else ready and logged.
         if let metricsServer { Log.info("serving metrics", ["addr": metricsServer.address, "paths": "/metrics,/healthz"]) }
-        for address in addresses { Log.info("listening", ["addr": address]) }
+        for listener in listeners {
+            if listener.front == .resp {
+                Log.info("listening", ["proto": "resp", "addr": listener.address])
+            } else {
+                Log.info("listening", ["addr": listener.address])
+            }
+        }
 
         event_base_dispatch(base)
 
@@ -170,10 +185,10 @@ public final class Server {
         Log.info("stopped")
     }
 
-    fileprivate func acceptReady(_ listenFD: Int32) {
+    fileprivate func acceptReady(_ listener: Listener) {
         // A bounded number per wake-up, so a connect storm cannot starve signal handling.
         for _ in 0..<256 {
-            let fd = accept4(listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            let fd = accept4(listener.fd, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
@@ -187,7 +202,8 @@ public final class Server {
             }
             let statistics = context.statistics
             if statistics.currentConnections.load(ordering: .relaxed) >= configuration.maxConnections {
-                writeBestEffort(fd, "ERROR BUSY too many connections\n")
+                writeBestEffort(fd, listener.front == .resp ? "-ERR max number of clients reached\r\n"
+                                                            : "ERROR BUSY too many connections\n")
                 statistics.refusedErrors.add(1, ordering: .relaxed)
                 Glibc.close(fd)
                 continue
@@ -197,7 +213,8 @@ public final class Server {
             statistics.currentConnections.add(1, ordering: .relaxed)
             statistics.totalConnections.add(1, ordering: .relaxed)
             if Log.level <= .debug { Log.debug("connection accepted", ["fd": "\(fd)", "worker": "\(nextWorker)"]) }
-            workers[nextWorker].post(.accepted(fd: fd))
+            workers[nextWorker].post(.accepted(fd: fd, front: listener.front, sessionId: nextSessionId))
+            nextSessionId += 1
             nextWorker = (nextWorker + 1) % workers.count
         }
     }
@@ -261,7 +278,26 @@ private func raiseFileLimit(toFit connections: Int) {
 }
 
 private func serverAcceptReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().acceptReady(fd)
+    let listener = Unmanaged<Listener>.fromOpaque(context!).takeUnretainedValue()
+    listener.server?.acceptReady(listener)
+}
+
+/// A listening socket, the front its connections speak, and its accept event.
+///
+/// Used on the main thread only.
+private final class Listener {
+    let fd: Int32
+    let front: Front
+    /// As logged: `127.0.0.1:7711`, `unix:/run/profiled.sock`.
+    let address: String
+    var event: OpaquePointer?
+    weak var server: Server?
+
+    init(fd: Int32, front: Front, address: String) {
+        self.fd = fd
+        self.front = front
+        self.address = address
+    }
 }
 
 private func serverResumeAccepting(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {

@@ -1,5 +1,6 @@
 import ProfileCache
 import ProfileStore
+import Synchronization
 
 /// What every worker shares: configuration, cache, store, writer, tokens and counters.
 ///
@@ -18,6 +19,10 @@ final class ServerContext: Sendable {
     let latency: [LatencyHistograms]
     /// How busy each worker's loop is, for moving connections between them.
     let loops: LoopLoads
+    /// RESP's SCAN cursors, shared: a scan may go on over any connection.
+    let scanCursors = ScanCursors()
+    /// The port the RESP listener got (INFO's `tcp_port`); set once it is bound.
+    let respPortBound = Atomic<Int>(0)
 
     init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
          writePath: any ProfileWritePath, writer: WriteCoordinator, tokens: TokenRegistry,
@@ -32,6 +37,15 @@ final class ServerContext: Sendable {
         workerStatistics = (0..<workerCount).map { _ in WorkerStatistics() }
         latency = (0..<workerCount).map { _ in LatencyHistograms() }
         loops = LoopLoads(workerCount: workerCount)
+    }
+}
+
+extension ServerContext {
+    var respPort: Int { respPortBound.load(ordering: .relaxed) }
+
+    /// Requests answered on either front since the start: INFO's `total_commands_processed`.
+    var commandsProcessed: Int {
+        latency.reduce(0) { $0 + $1.totalCount }
     }
 }
 

@@ -4,11 +4,12 @@ import ProfileSystem
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
+import RESPProtocol
 
 /// What other threads tell a worker, through its inbox and doorbell.
 enum WorkerMessage: @unchecked Sendable {
-    /// The acceptor hands over a new connection.
-    case accepted(fd: Int32)
+    /// The acceptor hands over a new connection of a front; RESP's `CLIENT ID` is `sessionId`.
+    case accepted(fd: Int32, front: Front, sessionId: Int)
     /// The writer answered these jobs (all of this worker's connections), in commit order.
     case answered([WriteJob])
     /// Another worker hands over a connection with no writes in flight (see `LoopPolicy`).
@@ -46,12 +47,20 @@ final class Worker: @unchecked Sendable {
 
     // Request-path state, touched by this thread only.
     let decoder = RequestDecoder()
+    let respDecoder = RESPDecoder()
     var out: ReplyBuffer
+    /// Where a connection with nothing pending reads into: its requests are served from
+    /// here, and only what is left of them is copied to the connection.
     let readBuffer: UnsafeMutableRawPointer
+    let readBufferBytes: Int
     var counters = RequestCounters()
     var reader: (any ProfileReader)?
     var jobs: [WriteJob] = []
     let maxLine: Int
+    /// A RESP read's values, copied out of the cache or the store row (`readProfile`).
+    let fieldScratch: UnsafeMutableRawPointer
+    /// Where a RESP read's store miss encodes the VALUE line it puts in the cache.
+    let valueScratch: UnsafeMutableRawPointer
     /// The ids `prefetchLookups` gathers, reused by every read.
     let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
     /// When the current pass over a connection began, and how many requests of each verb it
@@ -89,9 +98,15 @@ final class Worker: @unchecked Sendable {
             throw SystemError(call: "eventfd", subject: "worker \(index)", code: code)
         }
         out = ReplyBuffer(capacity: 256 << 10)
-        readBuffer = UnsafeMutableRawPointer.allocate(byteCount: maxLine, alignment: 16)
+        readBufferBytes = max(maxLine, 65536)
+        readBuffer = UnsafeMutableRawPointer.allocate(byteCount: readBufferBytes, alignment: 16)
         lookahead = .allocate(capacity: Self.lookaheadSlots)
+        fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
+        valueScratch = .allocate(byteCount: Self.valueLineCapacity, alignment: 16)
     }
+
+    /// The longest VALUE line: every byte of the three values escaped, with quotes and spaces.
+    static let valueLineCapacity = 6 + 3 * 3 + ValueEncoder.maxExpansion * (Limits.userId + Limits.name + Limits.portraitUri)
 
     deinit {
         if let doorbellEvent { event_free(doorbellEvent) }
@@ -101,6 +116,8 @@ final class Worker: @unchecked Sendable {
         Glibc.close(doorbell)
         readBuffer.deallocate()
         lookahead.deallocate()
+        fieldScratch.deallocate()
+        valueScratch.deallocate()
     }
 
     /// Queues a message and rings the doorbell. Any thread.
@@ -150,7 +167,7 @@ final class Worker: @unchecked Sendable {
         inboxLock.unlock()
         for message in messages {
             switch message {
-            case .accepted(let fd): adopt(fd)
+            case .accepted(let fd, let front, let sessionId): adopt(fd, front, sessionId: sessionId)
             case .answered(let answered): deliver(answered)
             case .moved(let connection): attach(connection)
             case .stop: beginStopping()
@@ -160,9 +177,10 @@ final class Worker: @unchecked Sendable {
         exitIfIdle()
     }
 
-    private func adopt(_ fd: Int32) {
+    private func adopt(_ fd: Int32, _ front: Front, sessionId: Int) {
         let role: Role = context.tokens.isEnabled ? .none : .admin
-        attach(Connection(fd: fd, worker: self, role: role))
+        let limit = front == .resp ? respDecoder.limits.receiveBufferBytes : maxLine
+        attach(Connection(fd: fd, front: front, worker: self, role: role, inputLimit: limit, respSessionId: sessionId))
     }
 
     /// Registers a connection, new or handed over, with this loop.
@@ -195,7 +213,10 @@ final class Worker: @unchecked Sendable {
             guard connection.phase != .closed else { continue }
             if let open = current, open !== connection { finishPass(open) }
             current = connection
-            writeAnswer(job)
+            switch job.request {
+            case .line: writeLineAnswer(job)
+            case .resp(let write): writeRESPAnswer(job, write)
+            }
             connection.writesInFlight -= 1
         }
         if let open = current { finishPass(open) }
@@ -291,21 +312,25 @@ final class Worker: @unchecked Sendable {
         passStart = monotonicNanos()
         if connection.pendingCount == 0 {
             guard !connection.peerClosed else { return finishPass(connection) }
-            let n = recv(connection.fd, readBuffer, maxLine, 0)
+            // Never more than the front's input limit: what is left unhandled must fit the connection.
+            let n = recv(connection.fd, readBuffer, min(readBufferBytes, connection.inputLimit), 0)
             if n > 0 {
                 let used = handleInput(connection, readBuffer, n)
                 if used < n && connection.phase == .serving {
-                    connection.keepPending(readBuffer + used, count: n - used, capacity: maxLine)
+                    connection.keepPending(readBuffer + used, count: n - used)
                 }
             } else {
                 noteReadResult(connection, n)
             }
         } else {
-            // Never more than maxLine bytes buffered: a line longer than that is refused, not stored.
-            let room = maxLine - connection.pendingCount
-            if room > 0 && !connection.peerClosed && connection.writesInFlight == 0 {
-                let n = recv(connection.fd, connection.pending! + connection.pendingCount, room, 0)
-                if n > 0 { connection.pendingCount += n } else { noteReadResult(connection, n) }
+            // Never more than the front's input limit buffered: a request longer than that is
+            // refused, not stored.
+            if !connection.peerClosed && connection.writesInFlight == 0 {
+                let room = connection.pendingRoom()
+                if room.count > 0 {
+                    let n = recv(connection.fd, room.baseAddress!, room.count, 0)
+                    if n > 0 { connection.pendingCount += n } else { noteReadResult(connection, n) }
+                }
             }
             handlePending(connection)
         }
@@ -358,7 +383,7 @@ final class Worker: @unchecked Sendable {
         flush(connection)
         guard connection.phase != .closed else { return }
         let idle = connection.writesInFlight == 0 && connection.queuedOutput == 0
-        if idle && (connection.phase == .closing || (connection.peerClosed && !hasCompleteLine(connection))) {
+        if idle && (connection.phase == .closing || (connection.peerClosed && !hasCompleteRequest(connection))) {
             close(connection)
             return
         }
@@ -396,9 +421,9 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    private func hasCompleteLine(_ connection: Connection) -> Bool {
-        guard connection.pendingCount > 0 else { return false }
-        return memchr(connection.pending!, 0x0A, connection.pendingCount) != nil
+    /// Whether what is pending holds a request to serve, not only the start of one.
+    private func hasCompleteRequest(_ connection: Connection) -> Bool {
+        connection.pendingCount > 0 && !connection.needsMoreInput
     }
 
     /// Sends the pass's replies: straight from scratch when nothing is queued before them.
@@ -443,9 +468,9 @@ final class Worker: @unchecked Sendable {
             if wantWrite { event_add(connection.writeEvent, nil) } else { event_del(connection.writeEvent) }
             connection.writing = wantWrite
         }
-        // Complete lines left by the per-wake-up budget or by waiting for writes: come back to
-        // them on the next loop turn, after other connections had theirs.
-        if connection.phase == .serving && connection.writesInFlight == 0 && !backlogged && hasCompleteLine(connection) {
+        // Requests left by the per-wake-up budget or by waiting for writes: come back to them on
+        // the next loop turn, after other connections had theirs.
+        if connection.phase == .serving && connection.writesInFlight == 0 && !backlogged && hasCompleteRequest(connection) {
             event_active(connection.readEvent, Int32(EV_READ), 0)
         }
     }

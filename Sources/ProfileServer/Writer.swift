@@ -24,6 +24,10 @@ final class WriteCoordinator: @unchecked Sendable {
     /// Encodes VALUE lines for the cache; writer thread only.
     private let scratch: UnsafeMutableRawPointer
     private let scratchCapacity = 65536
+    /// A cached profile's values, copied out of the cache for the store (`KnownProfile`):
+    /// writer thread only, valid until the next lookup.
+    private let known: UnsafeMutableRawPointer
+    private static let knownCapacity = Limits.name + Limits.portraitUri
     /// The ids of a batch, for `ProfileCache.prefetch`; writer thread only.
     private var prefetchSlots: UnsafeMutableBufferPointer<PrefetchSlot>
 
@@ -32,11 +36,13 @@ final class WriteCoordinator: @unchecked Sendable {
         self.statistics = statistics
         self.writePath = writePath
         scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchCapacity, alignment: 16)
+        known = UnsafeMutableRawPointer.allocate(byteCount: Self.knownCapacity, alignment: 16)
         prefetchSlots = .allocate(capacity: 1024)
     }
 
     deinit {
         scratch.deallocate()
+        known.deallocate()
         prefetchSlots.deallocate()
     }
 
@@ -78,12 +84,19 @@ final class WriteCoordinator: @unchecked Sendable {
     private func commit(_ batch: [WriteJob]) {
         prefetchCache(batch)
         let cache = self.cache
+        let known = self.known
         writePath.commit(batch, knownProfile: { userId in
             cache.lookup(userId) { found in
                 switch found {
-                case .hit: .present(nil)
-                case .absent: .absent
-                case .miss: .unknown
+                case .hit(let profile):
+                    // Copied out: the cache's bytes are only valid while its shard is locked.
+                    let name = profile.name.count, portraitUri = profile.portraitUri.count
+                    if name > 0 { known.copyMemory(from: profile.name.baseAddress!, byteCount: name) }
+                    if portraitUri > 0 { (known + name).copyMemory(from: profile.portraitUri.baseAddress!, byteCount: portraitUri) }
+                    return .present(ProfileRow(userId: userId, name: UnsafeRawBufferPointer(start: known, count: name),
+                                               portraitUri: UnsafeRawBufferPointer(start: known + name, count: portraitUri)))
+                case .absent: return .absent
+                case .miss: return .unknown
                 }
             }
         }, report: { index, result in
@@ -91,14 +104,28 @@ final class WriteCoordinator: @unchecked Sendable {
             switch result {
             case .failed(let error):
                 Log.warn("write failed; nothing of it was committed", ["error": "\(error)"])
-                job.outcome = .failed(error.reason)
+                job.failure = error.reason
             case .committed(let outcomes):
                 publish(job, outcomes)
-                job.outcome = Self.answer(job, outcomes)
-                statistics.profilesWritten.add(job.profilesWritten, ordering: .relaxed)
-                if case .deleted = job.outcome { statistics.profilesDeleted.add(1, ordering: .relaxed) }
+                job.record(outcomes)
+                count(job, outcomes)
             }
         })
+    }
+
+    /// Counts the profiles the job wrote and removed, for `cmd_set` and `cmd_del`.
+    private func count(_ job: WriteJob, _ outcomes: WriteOutcomes) {
+        var written = 0, deleted = 0
+        for index in 0..<job.operationCount where outcomes.changed(index) {
+            if case .removeAll = job.operation(at: index) { continue }
+            if outcomes.after(index) != nil {
+                written += 1
+            } else if outcomes.before(index).exists {
+                deleted += 1
+            }
+        }
+        if written > 0 { statistics.profilesWritten.add(written, ordering: .relaxed) }
+        if deleted > 0 { statistics.profilesDeleted.add(deleted, ordering: .relaxed) }
     }
 
     /// Starts loading the cache entries of the batch's ids, which the commit looks up (what the
@@ -123,29 +150,21 @@ final class WriteCoordinator: @unchecked Sendable {
     }
 
     /// Puts what the job's operations left into the cache.
+    /// A removal of everything empties the cache first; ids written after it in the same unit
+    /// are not cached then, and stay so (a write does not add to the cache).
     private func publish(_ job: WriteJob, _ outcomes: WriteOutcomes) {
-        if case .flushAll = job.operation {
-            cache.removeAll()
-            return
-        }
+        var removesAll = false
         for index in 0..<job.operationCount where outcomes.changed(index) {
+            if case .removeAll = job.operation(at: index) { removesAll = true }
+        }
+        if removesAll { cache.removeAll() }
+        for index in 0..<job.operationCount where outcomes.changed(index) {
+            if case .removeAll = job.operation(at: index) { continue }
             guard let row = outcomes.after(index) else {
-                cache.update(outcomes.userId(index), reply: nil)
+                cache.update(outcomes.userId(index), profile: nil)
                 continue
             }
-            let count = ReplyEncoder.writeValueLine(userId: row.userId, name: row.name, portraitUri: row.portraitUri,
-                                                    to: scratch)
-            cache.update(row.userId, reply: UnsafeRawBufferPointer(start: scratch, count: count))
-        }
-    }
-
-    private static func answer(_ job: WriteJob, _ outcomes: WriteOutcomes) -> WriteJob.Outcome {
-        switch job.operation {
-        case .set: .stored
-        case .mset(let triples): .storedCount(triples)
-        case .update: outcomes.before(0).exists ? .updated : .notFound
-        case .del: outcomes.before(0).exists ? .deleted : .notFound
-        case .flushAll: .flushed
+            cache.update(row.userId, profile: encodeForCache(row, at: scratch))
         }
     }
 

@@ -29,11 +29,10 @@ final class Connection {
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, file.busyTimeoutMilliseconds)
         // Debian's SQLite is built with secure_delete on: every page a delete frees is
-        // overwritten with zeros and written out. Emptying a merged generation of the write
-        // log (500,000 rows, 60 MB) then took 0.74 s of the writer's thread instead of
-        // 0.03 s, holding every write behind it, and the checkpointer copied the zeros back.
-        // FAST still zeroes deleted rows on the pages that are written anyway (a DEL's row in
-        // its leaf), and leaves freed pages as they are.
+        // overwritten with zeros and written out (emptying 500,000 rows, 60 MB, took 0.74 s
+        // instead of 0.03 s, and a checkpoint copied the zeros back). FAST still zeroes deleted
+        // rows on the pages that are written anyway (a DEL's row in its leaf), and leaves freed
+        // pages as they are.
         try execute("PRAGMA secure_delete = FAST")
     }
 

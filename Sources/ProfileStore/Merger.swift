@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// A merge takes every memtable there is (freezing the active one), walks their newest
 /// entries in id order, and writes them into the table `rowsPerRange` rows per transaction,
-/// so that many writes share each page of the table and of its sequence index. Once every
+/// so that many writes share each page of the table. Once every
 /// range has committed it records the newest sequence merged (`log_state.merged_seq`) in a
 /// transaction synced to disk, drops the memtables from the buffer, and removes the log
 /// segments that hold nothing newer. A crash anywhere in between replays those writes again

@@ -67,7 +67,7 @@ public protocol ProfileWriter: AnyObject {
     /// Inserts or replaces every row of `batch` as if upserted one after another in the order
     /// they were appended (as `upsert(count:row:)` does), writing them sorted by id, then
     /// empties the batch, also when it throws. A large batch into a table not much larger may
-    /// rebuild the write-sequence index within the transaction instead of updating it.
+    /// build the recency table again within the transaction instead of appending to it.
     func upsert(_ batch: UpsertBatch) throws
     /// Changes the given fields (nil keeps a field) and bumps the write
     /// sequence, then calls `body` with the row as it now is, or with nil when

@@ -6,7 +6,7 @@ import ProfileSystem
 /// files beside the database, `<path>-log.<n>` (segments numbered from 1).
 ///
 /// Why not the database: an upsert of a random id into a large table dirties a random page
-/// of the table and one of its sequence index, and each commit writes every page it dirtied;
+/// of it, and each commit writes every page it dirtied;
 /// an append writes only its own bytes. The writes wait in memory (`WriteBuffer`) until the
 /// merger moves them into the table in id order, where many share each page.
 ///

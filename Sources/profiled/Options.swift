@@ -2,7 +2,7 @@ import Glibc
 import ProfileServer
 import ProfileStore
 
-let version = "profiled 0.1.0"
+let version = "profiled \(profiledVersion)"
 
 let usage = """
 usage: profiled [options]
@@ -10,6 +10,9 @@ usage: profiled [options]
   --host HOST              TCP address to listen on (default 127.0.0.1)
   --port PORT              TCP port (default 7711; 0 picks a free one)
   --unix PATH              also listen on a Unix domain socket
+  --resp-port PORT         also speak RESP (Redis clients) on this TCP port of --host
+                           (default off; 0 picks a free one)
+  --resp-key-prefix P      RESP keys are P followed by the userId (default: the userId alone)
   --db PATH                store file (default $CACHE_DIRECTORY/profiles.sqlite3, else
                            $XDG_CACHE_HOME/profiled/profiles.sqlite3, else ~/.cache/profiled/profiles.sqlite3)
   --cache-mb N             LRU size in MiB (default 256)
@@ -48,7 +51,7 @@ struct Settings {
 
     /// Options that take no value on the command line; in a config file they take true/false.
     static let switches: Set<String> = ["allow-insecure-bind"]
-    static let names: [String] = ["host", "port", "unix", "db", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
+    static let names: [String] = ["host", "port", "unix", "resp-port", "resp-key-prefix", "db", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
                                   "max-line", "sync", "allow-insecure-bind", "metrics", "log-level"]
 
     /// Applies one option; `name` is without the leading dashes.
@@ -67,6 +70,13 @@ struct Settings {
         case "host": configuration.host = try nonEmpty("an address")
         case "port": configuration.port = UInt16(try number(0...65535))
         case "unix": configuration.unixPath = try nonEmpty("a path")
+        case "resp-port": configuration.respPort = UInt16(try number(0...65535))
+        case "resp-key-prefix":
+            let prefix = Array(try nonEmpty("a prefix").utf8)
+            guard prefix.count <= 64, prefix.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else {
+                throw UsageError(message: "resp-key-prefix takes 1 to 64 bytes without blanks or control characters, not '\(value)'")
+            }
+            configuration.respKeyPrefix = prefix
         case "db": configuration.databasePath = try nonEmpty("a path")
         case "cache-mb": configuration.cacheMegabytes = try number(1...1_048_576)
         case "write-buffer-mb": configuration.writeBufferMegabytes = try number(1...1_048_576)

@@ -40,6 +40,12 @@ struct BenchOptionsTests {
         #expect(redis.endpointDescription == "redis://127.0.0.1:6379")
         // A bare protocol names no address, so --host and --port still choose it.
         #expect(try options(["--target", "memcached", "--port", "11311"]).endpointDescription == "memcached://127.0.0.1:11311")
+        let resp = try options(["--target", "resp://127.0.0.1:6380", "--token", "t",
+                                "--mix", "get=5,hmget=1,set=1,update=1,del=1,exists=1"])
+        #expect(resp.target == .resp && resp.port == 6380 && resp.token == "t")
+        #expect(resp.endpointDescription == "resp://127.0.0.1:6380")
+        #expect(resp.mix.weights.map(\.operation) == [.get, .hmget, .set, .update, .del, .exists])
+        #expect(try options(["--target", "resp"]).endpointDescription == "resp://127.0.0.1:6379")
     }
 
     @Test(arguments: [
@@ -49,11 +55,20 @@ struct BenchOptionsTests {
         (["--conns", "0"], "--conns takes a whole number from 1 to 10000, not '0'"),
         (["--miss-ratio", "2"], "--miss-ratio takes a number from 0.0 to 1.0, not '2'"),
         (["--dist", "normal"], "--dist takes uniform, zipf or zipf:s with 0 < s <= 10, not 'normal'"),
-        (["--target", "http://x:1"], "--target: 'http://x:1' is not profiled://HOST:PORT, memcached://HOST:PORT or redis://HOST:PORT"),
+        (["--target", "http://x:1"],
+         "--target: 'http://x:1' is not profiled://HOST:PORT, memcached://HOST:PORT, redis://HOST:PORT or resp://HOST:PORT"),
+        (["--target", "resp://:6379"], "--target: 'resp://:6379' needs HOST:PORT after resp://"),
         (["--target", "redis://nohost"], "--target: 'redis://nohost' needs HOST:PORT after redis://"),
         (["--target", "memcached", "--mix", "get=1,exists=1"], "--mix: memcached has no exists"),
         (["--target", "redis", "--mix", "update=1"], "--mix: redis has no update"),
         (["--target", "redis", "--mix", "get=9,count=1"], "--mix: redis has no count"),
+        (["--target", "resp", "--mix", "get=9,mget=1"],
+         "--mix: resp has no mget, since no command reads several hashes (hmget reads both fields of one)"),
+        (["--target", "resp", "--mix", "get=9,scan=1"], "--mix: resp has no scan"),
+        (["--target", "redis", "--mix", "hmget=1"],
+         "--mix: redis has no hmget, since it stores each profile as one string (resp:// reads hashes)"),
+        (["--mix", "get=9,hmget=1"], "--mix: profiled has no hmget"),
+        (["--target", "memcached", "--mix", "hmget=1"], "--mix: memcached has no hmget"),
         (["--target", "memcached", "--token", "x"], "--token: memcached's text protocol has no AUTH"),
         (["--threads", "4", "--conns", "2"], "--threads 4 needs at least as many --conns"),
         (["--preload=yes"], "--preload takes no value"),
@@ -73,6 +88,15 @@ struct BenchOptionsTests {
         let (status, output) = try runToCompletion(executable("profilebench"), ["--conns", "0"])
         #expect(status == 64)
         #expect(output == "profilebench: --conns takes a whole number from 1 to 10000, not '0' (see 'profilebench --help')\n")
+    }
+
+    @Test func theExecutableRefusesAnOperationTheTargetLacksBeforeConnecting() throws {
+        // Nothing listens on this port: a refusal must come from the command line, not a connect.
+        let (status, output) = try runToCompletion(executable("profilebench"),
+                                                   ["--target", "resp://127.0.0.1:\(try unusedPort())", "--mix", "get=90,mget=10"])
+        #expect(status == 64)
+        #expect(output == "profilebench: --mix: resp has no mget, since no command reads several hashes "
+                + "(hmget reads both fields of one) (see 'profilebench --help')\n")
     }
 }
 
@@ -133,5 +157,30 @@ struct RequestWriterTests {
         #expect(written(.redis) { $0.set(3, to: $1) } == "*3\r\n$3\r\nSET\r\n$9\r\nu00000003\r\n$10\r\nNahttps://\r\n")
         #expect(written(.redis) { $0.batchSet(1..<2, to: $1) } == "*3\r\n$4\r\nMSET\r\n$9\r\nu00000001\r\n$10\r\nNahttps://\r\n")
         #expect(written(.redis) { $0.auth(to: $1) } == "*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n")
+        #expect(written(.redis) { $0.warmingRead(1..<3, to: $1) } == "*3\r\n$4\r\nMGET\r\n$9\r\nu00000001\r\n$9\r\nu00000002\r\n")
+    }
+
+    @Test func respRequestsAreHashCommands() {
+        #expect(written(.resp) { $0.lookup(7, missing: false, to: $1) } == "*2\r\n$7\r\nHGETALL\r\n$9\r\nu00000007\r\n")
+        #expect(written(.resp) { $0.lookupFields(7, missing: true, to: $1) }
+                == "*4\r\n$5\r\nHMGET\r\n$9\r\nx00000007\r\n$4\r\nname\r\n$11\r\nportraitUri\r\n")
+        let hset3 = "*6\r\n$4\r\nHSET\r\n$9\r\nu00000003\r\n$4\r\nname\r\n$2\r\nNa\r\n$11\r\nportraitUri\r\n$8\r\nhttps://\r\n"
+        #expect(written(.resp) { $0.set(3, to: $1) } == hset3)
+        #expect(written(.resp) { $0.batchSet(3..<4, to: $1) } == hset3)
+        #expect(written(.resp) { $0.update(3, missing: false, to: $1) }
+                == "*4\r\n$4\r\nHSET\r\n$9\r\nu00000003\r\n$4\r\nname\r\n$2\r\nNa\r\n")
+        #expect(written(.resp) { $0.delete(3, missing: false, to: $1) } == "*2\r\n$3\r\nDEL\r\n$9\r\nu00000003\r\n")
+        #expect(written(.resp) { $0.exists(3, missing: true, to: $1) } == "*2\r\n$6\r\nEXISTS\r\n$9\r\nx00000003\r\n")
+        #expect(written(.resp) { $0.warmingRead(5..<6, to: $1) } == "*2\r\n$7\r\nHGETALL\r\n$9\r\nu00000005\r\n")
+        #expect(written(.resp) { $0.auth(to: $1) } == "*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n")
+    }
+
+    @Test func respPreloadsAndWarmsOneHashPerRequest() {
+        let space = KeySpace(keys: 1000, valueSize: 100)
+        let resp = RequestWriter(target: .resp, space: space, token: nil)
+        #expect(resp.preloadBatch == 1 && resp.warmBatch == 1)
+        #expect(LoadTest.preloadPipeline(.resp) == 32)
+        let redis = RequestWriter(target: .redis, space: space, token: nil)
+        #expect(redis.preloadBatch > 1 && redis.warmBatch > 1)
     }
 }

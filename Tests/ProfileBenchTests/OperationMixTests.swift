@@ -12,7 +12,7 @@ struct OperationMixTests {
     }
 
     @Test func everyOperationHasAName() throws {
-        let mix = try OperationMix.parse("get=1,mget=1,set=1,update=1,del=1,exists=1,count=1,stats=1,recent=1,scan=1")
+        let mix = try OperationMix.parse("get=1,mget=1,set=1,update=1,del=1,exists=1,hmget=1,count=1,stats=1,recent=1,scan=1")
         #expect(mix.weights.map(\.operation) == Operation.allCases)
     }
 
@@ -34,8 +34,8 @@ struct OperationMixTests {
         ("", "--mix is empty: give op=weight pairs, e.g. get=90,set=10"),
         ("get", "--mix: 'get' is not op=weight"),
         ("get=1,,set=1", "--mix: '' is not op=weight"),
-        ("put=5", "--mix: unknown operation 'put' (operations: get, mget, set, update, del, exists, count, stats, recent, scan)"),
-        ("GET=5", "--mix: unknown operation 'GET' (operations: get, mget, set, update, del, exists, count, stats, recent, scan)"),
+        ("put=5", "--mix: unknown operation 'put' (operations: get, mget, set, update, del, exists, hmget, count, stats, recent, scan)"),
+        ("GET=5", "--mix: unknown operation 'GET' (operations: get, mget, set, update, del, exists, hmget, count, stats, recent, scan)"),
         ("get=x", "--mix: the weight of get must be a whole number from 0 to 1000000, not 'x'"),
         ("get=-1", "--mix: the weight of get must be a whole number from 0 to 1000000, not '-1'"),
         ("get=1,get=2", "--mix: get is listed twice"),

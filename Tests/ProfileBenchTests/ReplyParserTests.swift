@@ -142,4 +142,50 @@ struct ReplyParserTests {
         #expect(garbage(RESPReplyParser.self, "$x\r\n", expecting: .lookup) != nil)
         #expect(garbage(RESPReplyParser.self, ":1\r\n", expecting: .lookup) != nil)
     }
+
+    @Test func respHashRepliesAtEveryChunkSize() {
+        let stream = "*4\r\n$4\r\nname\r\n$2\r\nNa\r\n$11\r\nportraitUri\r\n$8\r\nhttps://\r\n"
+            + "*0\r\n"
+            + "*2\r\n$4\r\nname\r\n$2\r\nNa\r\n"
+            + "*0\r\n"
+            + "*2\r\n$2\r\nNa\r\n$-1\r\n"
+            + "*2\r\n$-1\r\n$-1\r\n"
+            + ":2\r\n"
+            + ":0\r\n"
+            + ":1\r\n"
+            + ":0\r\n"
+            + ":1\r\n"
+            + ":0\r\n"
+            + ":1\r\n"
+            + ":0\r\n"
+            + "+OK\r\n"
+            + "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+            + "-ERR unknown profile field 'nick' (fields are name and portraitUri)\r\n"
+            + "-NOAUTH Authentication required.\r\n"
+            + "-STORE disk I/O error\r\n"
+        expectReplies(RESPHashReplyParser.self, stream, [
+            (.lookup, .done, 1), (.lookup, .notFound, 0), (.multiLookup, .done, 1), (.multiLookup, .notFound, 0),
+            (.fields, .done, 1), (.fields, .notFound, 0), (.write, .done, 0), (.write, .done, 0),
+            (.batchWrite, .done, 0), (.update, .done, 0), (.delete, .done, 0), (.delete, .notFound, 0),
+            (.exists, .done, 1), (.exists, .notFound, 0), (.auth, .done, 0), (.lookup, .error, 0),
+            (.write, .error, 0), (.fields, .error, 0), (.batchWrite, .error, 0),
+        ])
+    }
+
+    @Test func respHashGarbageIsShown() {
+        #expect(garbage(RESPHashReplyParser.self, "*1\r\n$4\r\nname\r\n", expecting: .lookup)
+                == "HGETALL answered an array that is not field and value pairs: \"*1\\r\\n$4\\r\\nname\\r\\n\"")
+        #expect(garbage(RESPHashReplyParser.self, "*2\r\n$4\r\nname\r\n$-1\r\n", expecting: .multiLookup)
+                == "HGETALL answered an array that is not field and value pairs: \"*2\\r\\n$4\\r\\nname\\r\\n$-1\\r\\n\"")
+        #expect(garbage(RESPHashReplyParser.self, "*3\r\n$-1\r\n$-1\r\n$-1\r\n", expecting: .fields)
+                == "HMGET of 2 fields answered 3 elements: \"*3\\r\\n$-1\\r\\n$-1\\r\\n$-1\\r\\n\"")
+        // A string workload's replies are not the hash workload's.
+        #expect(garbage(RESPHashReplyParser.self, "$5\r\nhello\r\n", expecting: .lookup)
+                == "unexpected reply to lookup: \"$5\\r\\nhello\\r\\n\"")
+        #expect(garbage(RESPHashReplyParser.self, "+OK\r\n", expecting: .write) == "unexpected reply to write: \"+OK\\r\\n\"")
+        #expect(garbage(RESPHashReplyParser.self, ":-1\r\n", expecting: .update) == "unexpected reply to update: \":-1\\r\\n\"")
+        #expect(garbage(RESPHashReplyParser.self, "*0\r\n", expecting: .exists) == "unexpected reply to exists: \"*0\\r\\n\"")
+        #expect(garbage(RESPHashReplyParser.self, "+PONG\r\n", expecting: .auth) == "unexpected reply to auth: \"+PONG\\r\\n\"")
+        #expect(garbage(RESPHashReplyParser.self, "*2\r\n$-1\r\n", expecting: .fields) == nil, "an array still arriving")
+    }
 }

@@ -51,7 +51,7 @@ import Testing
         id.withUnsafeBytes { key in
             cache.lookup(key) { outcome in
                 switch outcome {
-                case .hit(let reply): .hit(Array(reply))
+                case .hit(let profile): .hit(Array(profile.reply))
                 case .absent: .absent
                 case .miss(let ticket): .miss(ticket)
                 }
@@ -90,9 +90,9 @@ import Testing
                     let row = model[key] == 0 ? nil : ownReply(thread, key, model[key])
                     ownId(thread, key).withUnsafeBytes { id in
                         if let row {
-                            row.withUnsafeBytes { cache.fill(id, reply: $0, ticket: ticket) }
+                            row.withUnsafeBytes { cache.fill(id, profile: encodedProfile($0), ticket: ticket) }
                         } else {
-                            cache.fill(id, reply: nil, ticket: ticket)
+                            cache.fill(id, profile: nil, ticket: ticket)
                         }
                     }
                 }

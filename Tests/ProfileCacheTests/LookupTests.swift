@@ -90,22 +90,54 @@ import Testing
         #expect(cache.integrityViolations() == [])
     }
 
-    @Test func bareIdsAreStoredOnceQuotedIdsAlongsideTheReply() throws {
-        let bare = Array("小明".utf8)
-        let quoted = Array("a b".utf8)
+    /// The cache keeps a reply and finds the id and values wherever the caller's views point:
+    /// inside the reply they cost nothing more; elsewhere (a value the reply escaped) they are
+    /// copied after it. Either way they read back byte for byte.
+    @Test func valuesTheReplyCarriesAreStoredOnceOthersAfterIt() throws {
         var slab = BlockSlab(pool: PagePool())
-        let bareBlock = try #require(bare.withUnsafeBytes { key in
-            Array(replyLine("小明").utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0, in: &slab) }
+        let reply = Array((#"VALUE 小明 "Fran Li" "a\"b""# + "\n").utf8)
+        let key = Array("小明".utf8), name = Array("Fran Li".utf8), uri = Array(#"a"b"#.utf8)
+        let block = try #require(key.withUnsafeBytes { key in
+            reply.withUnsafeBytes { reply in
+                uri.withUnsafeBytes { uri in
+                    // The id and the name are in the reply; the portraitUri, escaped there, is not.
+                    let id = UnsafeRawBufferPointer(rebasing: reply[6..<12])
+                    let name = UnsafeRawBufferPointer(rebasing: reply[14..<21])
+                    return EntryBlock.makeProfile(key: key, profile: EncodedProfile(reply: reply, userIdInReply: id, name: name,
+                                                                                    portraitUri: uri),
+                                                  in: &slab)
+                }
+            }
         })
-        let quotedBlock = try #require(quoted.withUnsafeBytes { key in
-            Array(replyLine(#""a b""#).utf8).withUnsafeBytes { EntryBlock.makeProfile(key: key, reply: $0, in: &slab) }
+        #expect(Array(block.reply) == reply)
+        #expect(Array(block.key) == key)
+        #expect(Array(block.profile.userId) == key)
+        #expect(Array(block.profile.name) == name)
+        #expect(Array(block.profile.portraitUri) == uri)
+        #expect(block.byteCount == EntryBlock.profileHeaderSize + reply.count + uri.count)
+        // An id the reply does not carry (here: one it was not told of) is copied too.
+        let other = try #require(Array("k".utf8).withUnsafeBytes { key in
+            reply.withUnsafeBytes { reply in
+                EntryBlock.makeProfile(key: key, profile: EncodedProfile(reply: reply, name: UnsafeRawBufferPointer(rebasing: reply[14..<21]),
+                                                                         portraitUri: UnsafeRawBufferPointer(rebasing: reply[14..<14])),
+                                       in: &slab)
+            }
         })
-        #expect(bareBlock.kind == .profileWithIdInReply)
-        #expect(quotedBlock.kind == .profileWithIdAfterReply)
-        #expect(Array(bareBlock.key) == bare)
-        #expect(Array(quotedBlock.key) == quoted)
-        #expect(bareBlock.byteCount == EntryBlock.headerSize + replyLine("小明").utf8.count)
-        #expect(quotedBlock.byteCount == EntryBlock.headerSize + replyLine(#""a b""#).utf8.count + quoted.count)
+        #expect(Array(other.key) == Array("k".utf8))
+        #expect(other.profile.portraitUri.count == 0)
+        #expect(other.byteCount == EntryBlock.profileHeaderSize + reply.count + 1)
+    }
+
+    @Test func aHitShowsTheProfilesValues() throws {
+        let cache = ProfileCache(limitBytes: 1 << 20)
+        cache.store("42", replyLine("42", name: "Fran", uri: "https://cdn.example/42.png"))
+        let values: [String]? = Array("42".utf8).withUnsafeBytes { key in
+            cache.lookup(key) { outcome in
+                guard case .hit(let profile) = outcome else { return nil }
+                return [profile.userId, profile.name, profile.portraitUri].map { String(decoding: $0, as: UTF8.self) }
+            }
+        }
+        #expect(values == ["42", "Fran", "https://cdn.example/42.png"])
     }
 
     @Test func idsOfEveryLengthUpTo128AreDistinguished() {

@@ -22,7 +22,7 @@ extension ProfileCache {
         id.withUnsafeBytes { key in
             lookup(key) { outcome in
                 switch outcome {
-                case .hit(let reply): .hit(String(decoding: reply, as: UTF8.self))
+                case .hit(let profile): .hit(String(decoding: profile.reply, as: UTF8.self))
                 case .absent: .absent
                 case .miss: .miss
                 }
@@ -76,9 +76,9 @@ extension ProfileCache {
     func update(_ id: [UInt8], _ reply: [UInt8]?) {
         id.withUnsafeBytes { key in
             if let reply {
-                reply.withUnsafeBytes { update(key, reply: $0) }
+                reply.withUnsafeBytes { update(key, profile: encodedProfile($0)) }
             } else {
-                update(key, reply: nil)
+                update(key, profile: nil)
             }
         }
     }
@@ -90,10 +90,22 @@ extension ProfileCache {
     func fill(_ id: [UInt8], _ reply: [UInt8]?, _ ticket: FillTicket) {
         id.withUnsafeBytes { key in
             if let reply {
-                reply.withUnsafeBytes { fill(key, reply: $0, ticket: ticket) }
+                reply.withUnsafeBytes { fill(key, profile: encodedProfile($0), ticket: ticket) }
             } else {
-                fill(key, reply: nil, ticket: ticket)
+                fill(key, profile: nil, ticket: ticket)
             }
         }
     }
+}
+
+/// A reply with its values found in it, as the server hands the cache a VALUE line: the two
+/// tokens after the id when the line has the `VALUE <id> <name> <uri>` shape, else none.
+func encodedProfile(_ reply: UnsafeRawBufferPointer) -> EncodedProfile {
+    var spaces: [Int] = []
+    for (offset, byte) in reply.enumerated() where byte == 0x20 { spaces.append(offset) }
+    let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+    guard spaces.count == 3, reply.last == 0x0A else { return EncodedProfile(reply: reply, name: empty, portraitUri: empty) }
+    return EncodedProfile(reply: reply, userIdInReply: UnsafeRawBufferPointer(rebasing: reply[spaces[0] + 1..<spaces[1]]),
+                          name: UnsafeRawBufferPointer(rebasing: reply[spaces[1] + 1..<spaces[2]]),
+                          portraitUri: UnsafeRawBufferPointer(rebasing: reply[spaces[2] + 1..<reply.count - 1]))
 }

@@ -24,7 +24,7 @@ import Testing
                 arguments += ["--tokens", directory + "/tokens"]
             }
             server = try TestServer(arguments)
-            port = try server.respPort()
+            port = server.respPort
         }
 
         /// redis-cli with `arguments`, pointed at the RESP front.

@@ -17,7 +17,7 @@ import Testing
     @Test func sameRepliesAsRedis() throws {
         let redis = try RedisServer()
         let server = try TestServer(["--resp-port", "0"])
-        let run = try Self.differential(reference: redis.port, subject: try server.respPort())
+        let run = try Self.differential(reference: redis.port, subject: server.respPort)
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(server.log)")
     }
 
@@ -29,7 +29,7 @@ import Testing
         defer { removeDirectory(directory) }
         writeText(directory + "/tokens", "admin admin-token\n")
         let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"])
-        let run = try Self.differential(reference: redis.port, subject: try server.respPort(), token: "admin-token")
+        let run = try Self.differential(reference: redis.port, subject: server.respPort, token: "admin-token")
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(server.log)")
     }
 

@@ -66,6 +66,19 @@ final class InProcessServer {
     /// A client connection served by the workers, handed to them in turn.
     func connect() throws -> ProfileConnection {
         let connection = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 20)
+        try hand(.line)
+        return connection
+    }
+
+    /// A RESP connection, handed to the workers as the RESP listener's are.
+    func connectRESP() throws -> RESPTestClient {
+        let client = try RESPTestClient(port: port)
+        try hand(.resp)
+        return client
+    }
+
+    /// Accepts the connection just made and hands it to the next worker.
+    private func hand(_ front: Front) throws {
         // The handshake is done once connect returns, so the socket is waiting in the backlog.
         var fd: Int32 = -1
         for _ in 0..<1000 where fd < 0 {
@@ -75,9 +88,8 @@ final class InProcessServer {
         guard fd >= 0 else { throw TestFailure("accept failed: \(String(cString: strerror(errno)))") }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         statistics.currentConnections.add(1, ordering: .relaxed)
-        workers[nextWorker].post(.accepted(fd: fd))
+        workers[nextWorker].post(.accepted(fd: fd, front: front, sessionId: nextWorker + 1))
         nextWorker = (nextWorker + 1) % workers.count
-        return connection
     }
 
     /// Stops the workers, then the writer, then closes the write path, the way the server

@@ -2,6 +2,7 @@ import ProfileTestSupport
 import CSQLite
 import Glibc
 import ProfileClient
+@testable import ProfileServer
 @_spi(Testing) import ProfileStore
 import Synchronization
 import Testing
@@ -77,6 +78,34 @@ import Testing
         // Stopping merges everything: the file holds what was acknowledged, and nothing that failed.
         server.stop()
         #expect(try rowsOnDisk(path) == ["cold": "updated", "new1": "n", "warm": "after"])
+    }
+
+    /// The same over RESP: a failed write, or a transaction, answers `-STORE <reason>` and
+    /// changes nothing; its reads go on.
+    @Test func anInjectedFaultFailsRESPWritesAndTransactionsWhole() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let path = directory + "/profiles.sqlite3"
+        let server = try InProcessServer(path: path)
+        let resp = try server.connectRESP()
+        #expect(try resp.call("HSET", "a", "name", "before") == ":1\r\n")
+        server.store.setFault(SQLITE_IOERR)
+        let single = try resp.call("HSET", "a", "name", "after")
+        #expect(single.hasPrefix("-STORE "), "\(single)")
+        #expect(!single.contains(directory))
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        #expect(try resp.call("HSET", "b", "name", "new") == "+QUEUED\r\n")
+        #expect(try resp.call("DEL", "a") == "+QUEUED\r\n")
+        #expect(try resp.call("EXEC").hasPrefix("-STORE "))
+        #expect(try resp.call("HGETALL", "a") == "*2\r\n$4\r\nname\r\n$6\r\nbefore\r\n")
+        #expect(try resp.call("EXISTS", "b") == ":0\r\n")
+        server.store.setFault(nil)
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        #expect(try resp.call("HSET", "b", "name", "new") == "+QUEUED\r\n")
+        #expect(try resp.call("DEL", "a") == "+QUEUED\r\n")
+        #expect(try resp.call("EXEC") == "*2\r\n:1\r\n:1\r\n")
+        server.stop()
+        #expect(try rowsOnDisk(path) == ["b": "new"])
     }
 
     /// A read of the store that fails once a reply has outgrown the worker's 256 KiB scratch,

@@ -50,7 +50,8 @@ import Testing
     }
 
     /// Writes commit to the write log and reach the table later; COUNT, RECENT, SCAN and STATS
-    /// read the table, so they must wait until it has every write acknowledged before them.
+    /// read the write buffer with the table, so they see every write acknowledged before them
+    /// at once, without waiting for a merge.
     @Test func tableReadsSeeEveryAcknowledgedWriteAtOnce() throws {
         let server = try TestServer()
         let writer = try server.connect()

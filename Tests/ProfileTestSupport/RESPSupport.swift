@@ -1,32 +1,7 @@
 import Glibc
 
-// What the tests of the RESP front share: its port in profiled's log, a throw-away
-// redis-server to compare with, and running outside clients (redis-cli, redis-benchmark,
-// Python scripts) with a time limit.
-
-extension TestServer {
-    /// The port of the RESP listener, from the last `msg=listening proto=resp` line of the
-    /// log (the last, because a restarted server's log also holds earlier runs' lines).
-    ///
-    /// Waits up to `timeoutSeconds` for the line, since it may follow the line listener's.
-    public func respPort(timeoutSeconds: Double = 10) throws -> UInt16 {
-        let deadline = monotonicNow() + timeoutSeconds
-        while true {
-            let lines = log.split(separator: "\n").filter { $0.contains("msg=listening") && $0.contains("proto=resp") }
-            if let line = lines.last {
-                guard let address = line.split(separator: " ").first(where: { $0.hasPrefix("addr=") }),
-                      let port = UInt16(address.split(separator: ":").last?.filter(\.isNumber) ?? "") else {
-                    throw TestFailure("no addr=HOST:PORT in the RESP listening line: \(line)")
-                }
-                return port
-            }
-            if monotonicNow() > deadline {
-                throw TestFailure("profiled logged no 'msg=listening proto=resp' line within \(timeoutSeconds) s:\n\(log)")
-            }
-            usleep(5000)
-        }
-    }
-}
+// What the tests of the RESP front share: a throw-away redis-server to compare with, and
+// running outside clients (redis-cli, redis-benchmark, Python scripts) with a time limit.
 
 /// A redis-server started on a free loopback port with nothing saved (`--save ''`,
 /// `--appendonly no`), in a directory of its own, and set up to answer as profiled's RESP

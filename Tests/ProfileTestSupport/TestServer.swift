@@ -31,19 +31,25 @@ public final class TestServer {
     public func start(environment: [String: String] = [:]) throws {
         let logSoFar = readText(logPath).utf8.count
         pid = try spawn(executable("profiled"), args: arguments, stderrPath: logPath, environment: environment)
-        port = try waitForListening(after: logSoFar)
+        let ports = try waitForListening(after: logSoFar, resp: arguments.contains { $0.hasPrefix("--resp-port") })
+        port = ports.line
+        respPort = ports.resp
     }
 
-    /// Waits for this run's `listening` line of the line protocol's TCP listener (not the
-    /// Unix socket's, nor the RESP front's): the log also holds earlier runs' lines.
-    private func waitForListening(after offset: Int) throws -> UInt16 {
+    /// The RESP listener's port, when started with `--resp-port`; else 0.
+    public private(set) var respPort: UInt16 = 0
+
+    /// Waits for this run's `listening` lines (the log also holds earlier runs' lines): the line
+    /// protocol's TCP port, and RESP's when asked for.
+    private func waitForListening(after offset: Int, resp: Bool) throws -> (line: UInt16, resp: UInt16) {
         for _ in 0..<2000 {
             let log = String(decoding: readText(logPath).utf8.dropFirst(offset), as: UTF8.self)
-            for line in log.split(separator: "\n")
-            where line.contains("msg=listening") && !line.contains("addr=unix:") && !line.contains("proto=resp") {
-                let digits = line.reversed().prefix { $0.isNumber }
-                if let port = UInt16(String(digits.reversed())) { return port }
+            var line: UInt16? = nil, respPort: UInt16? = nil
+            for text in log.split(separator: "\n") where text.contains("msg=listening") && !text.contains("addr=unix:") {
+                let port = UInt16(String(text.reversed().prefix { $0.isNumber }.reversed()))
+                if text.contains("proto=resp") { respPort = respPort ?? port } else { line = line ?? port }
             }
+            if let line, !resp || respPort != nil { return (line, respPort ?? 0) }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
                 pid = 0

@@ -1,0 +1,949 @@
+import Glibc
+import ProfileCache
+import ProfileProtocol
+import ProfileStore
+import RESPProtocol
+
+// The RESP front (docs/RESP.md): profiles as Redis hashes, on the same workers, cache, store,
+// writer and roles as the line protocol. This file decodes RESP requests, checks each command
+// and answers the ones that change nothing; RESPWrites.swift turns the others into write jobs
+// and answers them once committed.
+
+/// One of a profile's two fields, as a hash names it (exact case).
+///
+/// A plain value; any thread may use it.
+enum ProfileField: CaseIterable {
+    case name
+    case portraitUri
+
+    init?(_ bytes: UnsafeRawBufferPointer) {
+        if bytesEqual(bytes, "name") {
+            self = .name
+        } else if bytesEqual(bytes, "portraitUri") {
+            self = .portraitUri
+        } else {
+            return nil
+        }
+    }
+
+    var label: StaticString {
+        switch self {
+        case .name: "name"
+        case .portraitUri: "portraitUri"
+        }
+    }
+
+    /// The most bytes its value may hold (PROTOCOL.md's limits).
+    var limit: Int {
+        switch self {
+        case .name: Limits.name
+        case .portraitUri: Limits.portraitUri
+        }
+    }
+}
+
+/// A profile's values as a RESP reply reads them. An empty field is an absent one.
+///
+/// Views, valid until the next read of the worker (or while the job holding them lives).
+struct HashValues {
+    var name: UnsafeRawBufferPointer
+    var portraitUri: UnsafeRawBufferPointer
+
+    subscript(field: ProfileField) -> UnsafeRawBufferPointer {
+        switch field {
+        case .name: name
+        case .portraitUri: portraitUri
+        }
+    }
+
+    func has(_ field: ProfileField) -> Bool { self[field].count > 0 }
+
+    var fieldCount: Int { (name.count > 0 ? 1 : 0) + (portraitUri.count > 0 ? 1 : 0) }
+}
+
+func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+    bytes.count == text.utf8CodeUnitCount && (bytes.count == 0 || memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0)
+}
+
+/// Why a command cannot run: its error reply, without the leading `-`.
+///
+/// A plain value; the worker that made it uses it.
+enum RESPProblem {
+    case fixed(StaticString)
+    case made([UInt8])
+
+    static func text(_ parts: [UnsafeRawBufferPointer]) -> RESPProblem {
+        .made(parts.flatMap { Array($0) })
+    }
+}
+
+/// Redis's texts, and profiled's own for what Redis does not have.
+enum RESPText {
+    static let noAuth: StaticString = "NOAUTH Authentication required."
+    static let wrongPass: StaticString = "WRONGPASS invalid username-password pair or user is disabled."
+    static let syntax: StaticString = "ERR syntax error"
+    static let notInteger: StaticString = "ERR value is not an integer or out of range"
+    static let dbIndex: StaticString = "ERR DB index is out of range"
+    static let execWithoutMulti: StaticString = "ERR EXEC without MULTI"
+    static let discardWithoutMulti: StaticString = "ERR DISCARD without MULTI"
+    static let nestedMulti: StaticString = "ERR MULTI calls can not be nested"
+    static let execAbort: StaticString = "EXECABORT Transaction discarded because of previous errors."
+    static let watchInMulti: StaticString = "ERR WATCH inside MULTI is not allowed"
+    static let watchUnsupported: StaticString =
+        "ERR WATCH is not supported: the writes of a MULTI ... EXEC commit together, all or nothing"
+    static let noProto: StaticString = "NOPROTO unsupported protocol version"
+    static let protocolVersion: StaticString = "ERR Protocol version is not an integer or out of range"
+    static let invalidCursor: StaticString = "ERR invalid cursor"
+    static let clientName: StaticString = "ERR Client names cannot contain spaces, newlines or special characters."
+    static let tooMany: StaticString = "ERR too many keys or fields: at most 1000 in one command"
+    static let transactionFull: StaticString = "ERR a transaction holds at most 1000 commands"
+    static let maxClients: StaticString = "ERR max number of clients reached"
+}
+
+extension Worker {
+    // MARK: Requests
+
+    /// RESP's `handleInput`: serves every whole request at the start of `bytes`.
+    func handleRESPRequests(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        let session = connection.resp!
+        var used = 0
+        var budget = context.configuration.requestsPerWakeup
+        let highWater = context.configuration.outputHighWater
+        while used < count && budget > 0 && connection.phase == .serving {
+            if out.count + connection.queuedOutput >= highWater { break }
+            // Restored when a request must wait: the next pass decodes it again from its start.
+            let resumeAt = session.decodeState
+            let input = UnsafeRawBufferPointer(start: bytes + used, count: count - used)
+            switch respDecoder.decode(input, state: &session.decodeState, authenticated: connection.role > .none) {
+            case .needMore:
+                connection.needsMoreInput = true
+                return used
+            case .skipped(let consumed):
+                used += consumed
+            case .error(let error):
+                guard connection.writesInFlight == 0 else {
+                    session.decodeState = resumeAt
+                    return used
+                }
+                counters.errors += 1
+                reserve(error.replyCount, connection)
+                out.count += error.write(to: out.end)
+                connection.phase = .closing
+                return count
+            case .request(let consumed):
+                guard serveRESP(connection) else {
+                    session.decodeState = resumeAt
+                    return used
+                }
+                used += consumed
+                budget -= 1
+            }
+        }
+        return used
+    }
+
+    /// Serves the request the decoder holds. Returns false, having done nothing, when its reply
+    /// would overtake the replies of this connection's writes in flight: only writes, which
+    /// queue behind them, may go on.
+    private func serveRESP(_ connection: Connection) -> Bool {
+        let arguments = respDecoder.arguments
+        let session = connection.resp!
+        let waiting = connection.writesInFlight > 0
+        // Redis's order: an unknown command, then a wrong count, then authentication and role;
+        // inside MULTI each of them fails the transaction.
+        guard let command = RESPCommandName.lookup(arguments[0]) else {
+            if waiting { return false }
+            session.transaction?.failed = true
+            counters.errors += 1
+            reserve(RESPEncoder.unknownCommandCount(arguments), connection)
+            out.count += RESPEncoder.writeUnknownCommand(arguments, to: out.end)
+            return true
+        }
+        if !Self.arityAllows(command, arguments.count) {
+            if waiting { return false }
+            session.transaction?.failed = true
+            counters.errors += 1
+            reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
+            out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: out.end)
+            return true
+        }
+        if command.requiredRole > connection.role {
+            if waiting { return false }
+            session.transaction?.failed = true
+            respError(connection.role == .none ? .fixed(RESPText.noAuth) : Self.noPermission(command), connection)
+            return true
+        }
+        if let transaction = session.transaction {
+            return serveInTransaction(command, arguments, transaction, connection, waiting: waiting)
+        }
+        switch command {
+        case .multi:
+            if waiting { return false }
+            session.transaction = RESPTransaction()
+            respSimple("OK", connection)
+        case .exec:
+            if waiting { return false }
+            respError(.fixed(RESPText.execWithoutMulti), connection)
+        case .discard:
+            if waiting { return false }
+            respError(.fixed(RESPText.discardWithoutMulti), connection)
+        case _ where command.isWrite:
+            // A write that cannot run is answered now, so it waits for the writes before it.
+            if let problem = checkWrite(command, arguments) {
+                if waiting { return false }
+                respError(problem, connection)
+                return true
+            }
+            submitRESPWrite(command, arguments, connection)
+        default:
+            if waiting { return false }
+            executeRESP(command, arguments, connection)
+        }
+        countPassCommand(command)
+        return true
+    }
+
+    /// Between MULTI and EXEC: EXEC, DISCARD, MULTI, WATCH and QUIT act at once; every other
+    /// command is checked and queued.
+    private func serveInTransaction(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                                    _ transaction: RESPTransaction, _ connection: Connection, waiting: Bool) -> Bool {
+        let session = connection.resp!
+        switch command {
+        case .exec:
+            if transaction.failed {
+                if waiting { return false }
+                session.transaction = nil
+                respError(.fixed(RESPText.execAbort), connection)
+                return true
+            }
+            session.transaction = nil
+            submitRESPTransaction(transaction, connection)
+            return true
+        default:
+            break
+        }
+        if waiting { return false }
+        switch command {
+        case .discard:
+            session.transaction = nil
+            respSimple("OK", connection)
+        case .multi:
+            respError(.fixed(RESPText.nestedMulti), connection)
+        case .watch:
+            respError(.fixed(RESPText.watchInMulti), connection)
+        case .quit:
+            session.transaction = nil
+            respSimple("OK", connection)
+            connection.phase = .closing
+        default:
+            let problem = command.isWrite ? checkWrite(command, arguments) : checkRead(command, arguments)
+            if let problem {
+                transaction.failed = true
+                respError(problem, connection)
+            } else if transaction.commands.count >= RESPTransaction.maxCommands {
+                transaction.failed = true
+                respError(.fixed(RESPText.transactionFull), connection)
+            } else {
+                transaction.commands.append((command, transaction.arguments.count, arguments.count))
+                for argument in arguments { transaction.arguments.append(Array(argument)) }
+                respSimple("QUEUED", connection)
+            }
+        }
+        countPassCommand(command)
+        return true
+    }
+
+    /// Counts a command answered in this pass, for STATS and the latency histograms.
+    @inline(__always)
+    private func countPassCommand(_ command: RESPCommandName) {
+        guard !command.isWrite && command != .exec else { return }
+        let verb = command.verb
+        passVerbCounts[Int(verb.rawValue)] += 1
+        passVerbsSeen |= 1 << verb.rawValue
+    }
+
+    /// Redis's arity rule, with HSET's and HMSET's field-value pairs.
+    static func arityAllows(_ command: RESPCommandName, _ count: Int) -> Bool {
+        let arity = command.arity
+        guard arity >= 0 ? count == arity : count >= -arity else { return false }
+        switch command {
+        case .hset, .hmset: return count % 2 == 0
+        default: return true
+        }
+    }
+
+    static func noPermission(_ command: RESPCommandName) -> RESPProblem {
+        let name = command.name
+        return .text([raw("NOPERM User default has no permissions to run the '"),
+                      UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), raw("' command")])
+    }
+
+    // MARK: Checking
+
+    /// The userId a key names, or nil when it names none: without `--resp-key-prefix`'s
+    /// prefix, or not a userId (1 to 128 bytes of UTF-8 without NUL).
+    func userId(ofKey key: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        let prefix = context.configuration.respKeyPrefix
+        guard key.count > prefix.count else { return nil }
+        if !prefix.isEmpty {
+            let matches = prefix.withUnsafeBytes { memcmp($0.baseAddress!, key.baseAddress!, prefix.count) == 0 }
+            guard matches else { return nil }
+        }
+        let id = UnsafeRawBufferPointer(rebasing: key[prefix.count...])
+        guard id.count <= Limits.userId, memchr(id.baseAddress!, 0, id.count) == nil,
+              isValidUTF8(id.baseAddress!, count: id.count) else { return nil }
+        return id
+    }
+
+    private func invalidKey(_ key: UnsafeRawBufferPointer) -> RESPProblem {
+        let prefix = context.configuration.respKeyPrefix
+        var text = Array("ERR invalid key '".utf8) + Array(key.prefix(64)) + Array("': a profile's key is ".utf8)
+        if !prefix.isEmpty { text += Array("the prefix '".utf8) + prefix + Array("' and then ".utf8) }
+        text += Array("a userId of 1 to 128 bytes of UTF-8 without NUL".utf8)
+        return .made(text)
+    }
+
+    private func unknownField(_ field: UnsafeRawBufferPointer) -> RESPProblem {
+        .made(Array("ERR unknown profile field '".utf8) + Array(field.prefix(128))
+              + Array("' (fields are name and portraitUri)".utf8))
+    }
+
+    /// Checks the fields named from argument `first` on, `stride` apart.
+    private func checkFields(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, from first: Int,
+                             stride: Int) -> RESPProblem? {
+        var index = first
+        while index < arguments.count {
+            if ProfileField(arguments[index]) == nil { return unknownField(arguments[index]) }
+            index += stride
+        }
+        return nil
+    }
+
+    private func checkValue(_ value: UnsafeRawBufferPointer, of field: ProfileField) -> RESPProblem? {
+        if value.count > field.limit {
+            let label = field.label
+            return .made(Array("ERR the value of '".utf8) + Array(UnsafeRawBufferPointer(start: label.utf8Start, count: label.utf8CodeUnitCount))
+                         + Array("' is over \(field.limit) bytes".utf8))
+        }
+        if value.count > 0 && (memchr(value.baseAddress!, 0, value.count) != nil || !isValidUTF8(value.baseAddress!, count: value.count)) {
+            let label = field.label
+            return .made(Array("ERR the value of '".utf8) + Array(UnsafeRawBufferPointer(start: label.utf8Start, count: label.utf8CodeUnitCount))
+                         + Array("' is not UTF-8 without NUL".utf8))
+        }
+        return nil
+    }
+
+    /// What stops a command that changes nothing from being queued in a transaction: only
+    /// unknown fields and counts over the limit (a key that names no profile reads as absent).
+    func checkRead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> RESPProblem? {
+        switch command {
+        case .hget, .hexists, .hstrlen:
+            return checkFields(arguments, from: 2, stride: 1)
+        case .hmget:
+            if arguments.count - 2 > Limits.maxIds { return .fixed(RESPText.tooMany) }
+            return checkFields(arguments, from: 2, stride: 1)
+        case .exists:
+            return arguments.count - 1 > Limits.maxIds ? .fixed(RESPText.tooMany) : nil
+        default:
+            return nil
+        }
+    }
+
+    /// What stops a write: a key that names no profile, an unknown field, a value over its
+    /// limit or not UTF-8 without NUL, too many keys or fields, or a bad option.
+    func checkWrite(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> RESPProblem? {
+        switch command {
+        case .hset, .hmset, .hsetnx:
+            if command != .hsetnx && (arguments.count - 2) / 2 > Limits.maxIds { return .fixed(RESPText.tooMany) }
+            if userId(ofKey: arguments[1]) == nil { return invalidKey(arguments[1]) }
+            var index = 2
+            while index + 1 < arguments.count {
+                guard let field = ProfileField(arguments[index]) else { return unknownField(arguments[index]) }
+                if let problem = checkValue(arguments[index + 1], of: field) { return problem }
+                index += 2
+            }
+            return nil
+        case .hdel:
+            if arguments.count - 2 > Limits.maxIds { return .fixed(RESPText.tooMany) }
+            if userId(ofKey: arguments[1]) == nil { return invalidKey(arguments[1]) }
+            return checkFields(arguments, from: 2, stride: 1)
+        case .del, .unlink:
+            if arguments.count - 1 > Limits.maxIds { return .fixed(RESPText.tooMany) }
+            for key in arguments.dropFirst() where userId(ofKey: key) == nil { return invalidKey(key) }
+            return nil
+        case .flushall, .flushdb:
+            if arguments.count > 2 { return .fixed(RESPText.syntax) }
+            if arguments.count == 2 && !RESPKeyword.matches(arguments[1], "ASYNC") && !RESPKeyword.matches(arguments[1], "SYNC") {
+                return .fixed(RESPText.syntax)
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    // MARK: Commands that change nothing
+
+    /// Runs a command that goes to no writer: at once, or at its turn in an EXEC's answer.
+    /// Key reads read the cache, then the store.
+    func executeRESP(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                     _ connection: Connection) {
+        let session = connection.resp!
+        switch command {
+        case .ping:
+            if arguments.count == 1 { respSimple("PONG", connection) } else { respBulk(arguments[1], connection) }
+        case .echo:
+            respBulk(arguments[1], connection)
+        case .hello:
+            hello(arguments, connection)
+        case .auth:
+            if arguments.count > 3 { return respError(.fixed(RESPText.syntax), connection) }
+            authenticateRESP(arguments[arguments.count - 1], connection)
+        case .select:
+            guard let index = Self.integer(arguments[1]) else { return respError(.fixed(RESPText.notInteger), connection) }
+            if index == 0 { respSimple("OK", connection) } else { respError(.fixed(RESPText.dbIndex), connection) }
+        case .quit:
+            respSimple("OK", connection)
+            connection.phase = .closing
+        case .client:
+            client(arguments, connection)
+        case .info:
+            info(arguments, connection)
+        case .dbsize:
+            respInteger(context.writePath.rowCount, connection)
+        case .command:
+            if arguments.count == 1 {
+                respArrayHeader(0, connection)
+            } else if arguments.count == 2 && RESPKeyword.matches(arguments[1], "COUNT") {
+                respInteger(RESPCommandName.allCases.count, connection)
+            } else {
+                unknownSubcommand(arguments, connection)
+            }
+        case .config:
+            config(arguments, connection)
+        case .scan:
+            scan(arguments, connection)
+        case .watch:
+            respError(.fixed(RESPText.watchUnsupported), connection)
+        case .unwatch:
+            respSimple("OK", connection)
+        case .exists:
+            if let problem = checkRead(command, arguments) { return respError(problem, connection) }
+            let mark = Mark(self, connection)
+            do {
+                var found = 0
+                for key in arguments.dropFirst() where try readProfile(key) != nil { found += 1 }
+                respInteger(found, connection)
+            } catch {
+                failRESP(since: mark, on: connection, error)
+            }
+        case _ where command.readsKey:
+            if let problem = checkRead(command, arguments) { return respError(problem, connection) }
+            do {
+                let values = try readProfile(arguments[1])
+                writeKeyRead(command, arguments, values, connection)
+            } catch {
+                respStoreError(error, connection)
+            }
+        default:
+            // Writes and transaction commands never get here.
+            preconditionFailure("\(command) is not run by executeRESP")
+        }
+        _ = session
+    }
+
+    /// A decimal argument as Redis's `string2ll` reads it, or nil.
+    static func integer(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard bytes.count > 0, bytes.count <= 20 else { return nil }
+        var negative = false
+        var index = 0
+        if bytes[0] == UInt8(ascii: "-") {
+            negative = true
+            index = 1
+            guard bytes.count > 1 else { return nil }
+        }
+        if bytes[index] == UInt8(ascii: "0") && bytes.count > index + 1 { return nil }
+        var value = 0
+        while index < bytes.count {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            let (times, overflowTimes) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowSum) = negative ? times.subtractingReportingOverflow(Int(digit))
+                : times.addingReportingOverflow(Int(digit))
+            guard !overflowTimes && !overflowSum else { return nil }
+            value = sum
+            index += 1
+        }
+        if negative && value == 0 { return nil }
+        return value
+    }
+
+    /// A key's profile, from the cache, else the store (which then fills the cache); nil when
+    /// the key names no profile. The values are copied to the worker's field scratch, valid
+    /// until the next read.
+    /// - Throws: the store's error.
+    func readProfile(_ key: UnsafeRawBufferPointer) throws -> HashValues? {
+        counters.getLookups += 1
+        guard let userId = userId(ofKey: key) else {
+            counters.getMisses += 1
+            return nil
+        }
+        let scratch = fieldScratch
+        let found: CacheLookupResult = context.cache.lookup(userId) { outcome in
+            switch outcome {
+            case .hit(let profile):
+                return .hit(Self.copy(profile.name, profile.portraitUri, to: scratch))
+            case .absent:
+                return .absent
+            case .miss(let ticket):
+                return .miss(ticket)
+            }
+        }
+        switch found {
+        case .hit(let values):
+            counters.cacheHits += 1
+            counters.getHits += 1
+            return values
+        case .absent:
+            counters.cacheHits += 1
+            counters.getMisses += 1
+            return nil
+        case .miss(let ticket):
+            counters.cacheMisses += 1
+            try beginReadTransaction()
+            let valueLines = valueScratch
+            return try reader!.lookup(userId) { row -> HashValues? in
+                guard let row else {
+                    context.cache.fill(userId, profile: nil, ticket: ticket)
+                    counters.getMisses += 1
+                    return nil
+                }
+                counters.getHits += 1
+                context.cache.fill(userId, profile: encodeForCache(row, at: valueLines), ticket: ticket)
+                return Self.copy(row.name, row.portraitUri, to: scratch)
+            }
+        }
+    }
+
+    private enum CacheLookupResult {
+        case hit(HashValues)
+        case absent
+        case miss(FillTicket)
+    }
+
+    private static func copy(_ name: UnsafeRawBufferPointer, _ portraitUri: UnsafeRawBufferPointer,
+                             to scratch: UnsafeMutableRawPointer) -> HashValues {
+        if name.count > 0 { scratch.copyMemory(from: name.baseAddress!, byteCount: name.count) }
+        if portraitUri.count > 0 { (scratch + name.count).copyMemory(from: portraitUri.baseAddress!, byteCount: portraitUri.count) }
+        return HashValues(name: UnsafeRawBufferPointer(start: scratch, count: name.count),
+                          portraitUri: UnsafeRawBufferPointer(start: scratch + name.count, count: portraitUri.count))
+    }
+
+    /// The reply of a command that reads one key's profile, from its values (nil: no profile).
+    func writeKeyRead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                      _ values: HashValues?, _ connection: Connection) {
+        switch command {
+        case .hget:
+            respField(values, ProfileField(arguments[2])!, connection)
+        case .hmget:
+            respArrayHeader(arguments.count - 2, connection)
+            for field in arguments.dropFirst(2) { respField(values, ProfileField(field)!, connection) }
+        case .hgetall:
+            let present = values?.fieldCount ?? 0
+            respMapHeader(present, connection)
+            for field in ProfileField.allCases where values?.has(field) == true {
+                respBulk(field.label, connection)
+                respBulk(values![field], connection)
+            }
+        case .hkeys, .hvals:
+            respArrayHeader(values?.fieldCount ?? 0, connection)
+            for field in ProfileField.allCases where values?.has(field) == true {
+                if command == .hkeys { respBulk(field.label, connection) } else { respBulk(values![field], connection) }
+            }
+        case .hlen:
+            respInteger(values?.fieldCount ?? 0, connection)
+        case .hexists:
+            respInteger(values?.has(ProfileField(arguments[2])!) == true ? 1 : 0, connection)
+        case .hstrlen:
+            respInteger(values?[ProfileField(arguments[2])!].count ?? 0, connection)
+        case .type:
+            respSimple(values == nil ? "none" : "hash", connection)
+        case .ttl, .pttl:
+            respInteger(values == nil ? -2 : -1, connection)
+        default:
+            preconditionFailure("\(command) reads no key")
+        }
+    }
+
+    private func respField(_ values: HashValues?, _ field: ProfileField, _ connection: Connection) {
+        if let values, values.has(field) { respBulk(values[field], connection) } else { respNull(connection) }
+    }
+
+    // MARK: Connection commands
+
+    private func authenticateRESP(_ token: UnsafeRawBufferPointer, _ connection: Connection) {
+        guard context.tokens.isEnabled else { return respSimple("OK", connection) }
+        if let role = context.tokens.role(of: token) {
+            connection.role = role
+            respSimple("OK", connection)
+        } else {
+            // As on the line protocol: a wrong token leaves the connection with no role.
+            connection.role = .none
+            respError(.fixed(RESPText.wrongPass), connection)
+        }
+    }
+
+    /// `HELLO [protover [AUTH user token] [SETNAME name]]`, in Redis's order of checks.
+    private func hello(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        let session = connection.resp!
+        var version = session.version
+        if arguments.count >= 2 {
+            guard let asked = Self.integer(arguments[1]) else { return respError(.fixed(RESPText.protocolVersion), connection) }
+            guard asked == 2 || asked == 3 else { return respError(.fixed(RESPText.noProto), connection) }
+            version = asked == 3 ? .resp3 : .resp2
+        }
+        var token: UnsafeRawBufferPointer? = nil
+        var name: UnsafeRawBufferPointer? = nil
+        var index = 2
+        while index < arguments.count {
+            let option = arguments[index]
+            let more = arguments.count - index - 1
+            if RESPKeyword.matches(option, "AUTH") && more >= 2 {
+                token = arguments[index + 2]
+                index += 3
+            } else if RESPKeyword.matches(option, "SETNAME") && more >= 1 {
+                name = arguments[index + 1]
+                index += 2
+            } else {
+                return respError(.text([raw("ERR Syntax error in HELLO option '"), option, raw("'")]), connection)
+            }
+        }
+        if let token {
+            if context.tokens.isEnabled {
+                guard let role = context.tokens.role(of: token) else {
+                    connection.role = .none
+                    return respError(.fixed(RESPText.wrongPass), connection)
+                }
+                connection.role = role
+            }
+        }
+        if let name {
+            guard Self.isClientName(name) else { return respError(.fixed(RESPText.clientName), connection) }
+            session.name = name.count > 0 ? Array(name) : nil
+        }
+        session.version = version
+        respMapHeader(7, connection)
+        respBulk("server", connection); respBulk("profiled", connection)
+        respBulk("version", connection); respBulk("7.2.0", connection)
+        respBulk("proto", connection); respInteger(version == .resp3 ? 3 : 2, connection)
+        respBulk("id", connection); respInteger(session.id, connection)
+        respBulk("mode", connection); respBulk("standalone", connection)
+        respBulk("role", connection); respBulk("master", connection)
+        respBulk("modules", connection); respArrayHeader(0, connection)
+    }
+
+    /// Redis's rule: no byte below `!` or above `~`.
+    private static func isClientName(_ name: UnsafeRawBufferPointer) -> Bool {
+        name.allSatisfy { $0 >= UInt8(ascii: "!") && $0 <= UInt8(ascii: "~") }
+    }
+
+    private func client(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        let session = connection.resp!
+        let sub = arguments[1]
+        func wrongCount(_ subcommand: StaticString) {
+            counters.errors += 1
+            reserve(RESPEncoder.wrongNumberOfArgumentsCount(.client, subcommand: subcommand), connection)
+            out.count += RESPEncoder.writeWrongNumberOfArguments(.client, subcommand: subcommand, to: out.end)
+        }
+        if RESPKeyword.matches(sub, "SETNAME") {
+            guard arguments.count == 3 else { return wrongCount("setname") }
+            guard Self.isClientName(arguments[2]) else { return respError(.fixed(RESPText.clientName), connection) }
+            session.name = arguments[2].count > 0 ? Array(arguments[2]) : nil
+            respSimple("OK", connection)
+        } else if RESPKeyword.matches(sub, "GETNAME") {
+            guard arguments.count == 2 else { return wrongCount("getname") }
+            if let name = session.name { name.withUnsafeBytes { respBulk($0, connection) } } else { respNull(connection) }
+        } else if RESPKeyword.matches(sub, "ID") {
+            guard arguments.count == 2 else { return wrongCount("id") }
+            respInteger(session.id, connection)
+        } else if RESPKeyword.matches(sub, "SETINFO") {
+            guard arguments.count == 4 else { return wrongCount("setinfo") }
+            guard RESPKeyword.matches(arguments[2], "LIB-NAME") || RESPKeyword.matches(arguments[2], "LIB-VER") else {
+                return respError(.text([raw("ERR Unrecognized option '"), arguments[2], raw("'")]), connection)
+            }
+            respSimple("OK", connection)
+        } else {
+            unknownSubcommand(arguments, connection)
+        }
+    }
+
+    private func unknownSubcommand(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        counters.errors += 1
+        reserve(RESPEncoder.unknownSubcommandCount(arguments), connection)
+        out.count += RESPEncoder.writeUnknownSubcommand(arguments, to: out.end)
+    }
+
+    /// `CONFIG GET pattern [pattern ...]`: `save`, `appendonly` and `maxmemory`, as redis-benchmark
+    /// and other tools ask for them at start.
+    private func config(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        guard RESPKeyword.matches(arguments[1], "GET") else { return unknownSubcommand(arguments, connection) }
+        guard arguments.count >= 3 else {
+            counters.errors += 1
+            reserve(RESPEncoder.wrongNumberOfArgumentsCount(.config, subcommand: "get"), connection)
+            out.count += RESPEncoder.writeWrongNumberOfArguments(.config, subcommand: "get", to: out.end)
+            return
+        }
+        let maxmemory = Array(String(context.cache.statistics.limitBytes).utf8)
+        let parameters: [(StaticString, [UInt8])] = [("save", []), ("appendonly", Array("no".utf8)), ("maxmemory", maxmemory)]
+        var matched: [(StaticString, [UInt8])] = []
+        for (name, value) in parameters {
+            let nameBytes = UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+            if arguments.dropFirst(2).contains(where: { globMatches($0, nameBytes, ignoringCase: true) }) {
+                matched.append((name, value))
+            }
+        }
+        respMapHeader(matched.count, connection)
+        for (name, value) in matched {
+            respBulk(name, connection)
+            value.withUnsafeBytes { respBulk($0, connection) }
+        }
+    }
+
+    /// `INFO [section ...]`: Redis's layout, with the fields clients and tools look at.
+    private func info(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        let snapshot = context.snapshot().values
+        func stat(_ name: StaticString) -> Int {
+            snapshot.first { $0.name.utf8CodeUnitCount == name.utf8CodeUnitCount
+                && memcmp($0.name.utf8Start, name.utf8Start, name.utf8CodeUnitCount) == 0 }?.value ?? 0
+        }
+        let sections: [(name: StaticString, lines: [String])] = [
+            ("Server", ["redis_version:7.2.0", "profiled_version:\(profiledVersion)", "redis_mode:standalone",
+                        "tcp_port:\(context.respPort)", "uptime_in_seconds:\(stat("uptime_seconds"))"]),
+            ("Clients", ["connected_clients:\(stat("curr_connections"))"]),
+            ("Memory", ["used_memory:\(stat("cache_bytes") + stat("write_buffer_bytes"))",
+                        "maxmemory:\(stat("cache_limit_bytes"))"]),
+            ("Persistence", ["loading:0"]),
+            ("Stats", ["total_commands_processed:\(context.commandsProcessed)", "keyspace_hits:\(stat("get_hits"))",
+                       "keyspace_misses:\(stat("get_misses"))", "evicted_keys:\(stat("cache_evictions"))"]),
+            ("Keyspace", ["db0:keys=\(stat("store_rows")),expires=0,avg_ttl=0"]),
+        ]
+        let everything = arguments.count == 1 || arguments.dropFirst().contains {
+            RESPKeyword.matches($0, "ALL") || RESPKeyword.matches($0, "EVERYTHING") || RESPKeyword.matches($0, "DEFAULT")
+        }
+        var text = ""
+        for section in sections {
+            let name = section.name
+            let nameBytes = UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+            guard everything || arguments.dropFirst().contains(where: { globMatches($0, nameBytes, ignoringCase: true) && $0.count == nameBytes.count }) else {
+                continue
+            }
+            if !text.isEmpty { text += "\r\n" }
+            text += "# \(name)\r\n"
+            for line in section.lines { text += line + "\r\n" }
+        }
+        var bytes = Array(text.utf8)
+        bytes.withUnsafeMutableBytes { respBulk(UnsafeRawBufferPointer($0), connection) }
+    }
+
+    // MARK: SCAN
+
+    /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]`: profiles in userId order, `n` (10
+    /// by default, at most 1,000) looked at per call. The cursor names the last key looked at,
+    /// so a key present for the whole scan is returned exactly once.
+    private func scan(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        var pattern: UnsafeRawBufferPointer? = nil
+        var count = 10
+        var onlyOtherType = false
+        var index = 2
+        while index < arguments.count {
+            let option = arguments[index]
+            guard index + 1 < arguments.count else { return respError(.fixed(RESPText.syntax), connection) }
+            if RESPKeyword.matches(option, "MATCH") {
+                pattern = arguments[index + 1]
+            } else if RESPKeyword.matches(option, "COUNT") {
+                guard let n = Self.integer(arguments[index + 1]) else { return respError(.fixed(RESPText.notInteger), connection) }
+                guard n >= 1 else { return respError(.fixed(RESPText.syntax), connection) }
+                count = min(n, Limits.maxCount)
+            } else if RESPKeyword.matches(option, "TYPE") {
+                onlyOtherType = !RESPKeyword.matches(arguments[index + 1], "hash")
+            } else {
+                return respError(.fixed(RESPText.syntax), connection)
+            }
+            index += 2
+        }
+        let cursorBytes = arguments[1]
+        var after: [UInt8] = []
+        if !(cursorBytes.count == 1 && cursorBytes[0] == UInt8(ascii: "0")) {
+            guard let cursor = UInt64(String(decoding: cursorBytes, as: UTF8.self)),
+                  let last = context.scanCursors.userId(after: cursor) else {
+                return respError(.fixed(RESPText.invalidCursor), connection)
+            }
+            after = last
+        }
+        // No key of another type exists: that scan is over at once.
+        if onlyOtherType { count = 0 }
+        var keys: [[UInt8]] = []
+        var seen = 0
+        var last: [UInt8] = []
+        let prefix = context.configuration.respKeyPrefix
+        do {
+            try beginReadTransaction()
+            try after.withUnsafeBytes { afterBytes in
+                try reader!.scan(after: afterBytes, limit: count) { row in
+                    seen += 1
+                    last = Array(row.userId)
+                    let key = prefix + last
+                    let matches = key.withUnsafeBytes { keyBytes in pattern.map { globMatches($0, keyBytes, ignoringCase: false) } ?? true }
+                    if matches { keys.append(key) }
+                }
+            }
+        } catch {
+            return respStoreError(error, connection)
+        }
+        respArrayHeader(2, connection)
+        if seen < count || count == 0 {
+            respBulk("0", connection)
+        } else {
+            let next = last.withUnsafeBytes { context.scanCursors.cursor(after: $0) }
+            Array(String(next).utf8).withUnsafeBytes { respBulk($0, connection) }
+        }
+        respArrayHeader(keys.count, connection)
+        for key in keys { key.withUnsafeBytes { respBulk($0, connection) } }
+    }
+
+    // MARK: Replies
+
+    func respSimple(_ text: StaticString, _ connection: Connection) {
+        reserve(RESPEncoder.simpleStringCount(text), connection)
+        out.count += RESPEncoder.writeSimpleString(text, to: out.end)
+    }
+
+    func respError(_ problem: RESPProblem, _ connection: Connection) {
+        counters.errors += 1
+        switch problem {
+        case .fixed(let text):
+            reserve(RESPEncoder.errorCount(text), connection)
+            out.count += RESPEncoder.writeError(text, to: out.end)
+        case .made(let bytes):
+            bytes.withUnsafeBytes { text in
+                reserve(RESPEncoder.errorCount(text), connection)
+                out.count += RESPEncoder.writeError(text, to: out.end)
+            }
+        }
+    }
+
+    /// `-STORE <reason>`: a read of the store failed; the reason names no file of the server.
+    func respStoreError(_ error: any Error, _ connection: Connection) {
+        let reason: String
+        if let error = error as? StoreError {
+            Log.warn("a read of the store failed", ["error": "\(error)"])
+            reason = error.reason
+        } else {
+            reason = "\(error)"
+        }
+        respStoreFailure(reason, connection)
+    }
+
+    func respStoreFailure(_ reason: String, _ connection: Connection) {
+        respError(.made(Array("STORE ".utf8) + Array(reason.utf8.prefix(1024))), connection)
+    }
+
+    /// A reply whose store read failed halfway: replaced with `-STORE`.
+    private func failRESP(since mark: Mark, on connection: Connection, _ error: any Error) {
+        takeBack(since: mark, on: connection)
+        respStoreError(error, connection)
+    }
+
+    func respInteger(_ value: Int, _ connection: Connection) {
+        reserve(RESPEncoder.integerCount(Int64(value)), connection)
+        out.count += RESPEncoder.writeInteger(Int64(value), to: out.end)
+    }
+
+    func respBulk(_ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
+        reserve(RESPEncoder.bulkStringCount(length: bytes.count), connection)
+        out.count += RESPEncoder.writeBulkString(bytes, to: out.end)
+    }
+
+    func respBulk(_ text: StaticString, _ connection: Connection) {
+        reserve(RESPEncoder.bulkStringCount(length: text.utf8CodeUnitCount), connection)
+        out.count += RESPEncoder.writeBulkString(text, to: out.end)
+    }
+
+    func respNull(_ connection: Connection) {
+        let null = RESPEncoder.nullBulkString(connection.resp!.version)
+        reserve(null.utf8CodeUnitCount, connection)
+        out.count += RESPEncoder.write(null, to: out.end)
+    }
+
+    func respArrayHeader(_ count: Int, _ connection: Connection) {
+        reserve(RESPEncoder.arrayHeaderCount(count), connection)
+        out.count += RESPEncoder.writeArrayHeader(count, to: out.end)
+    }
+
+    func respMapHeader(_ pairs: Int, _ connection: Connection) {
+        let version = connection.resp!.version
+        reserve(RESPEncoder.mapHeaderCount(pairs, version), connection)
+        out.count += RESPEncoder.writeMapHeader(pairs, version, to: out.end)
+    }
+}
+
+/// A fixed text's bytes.
+func raw(_ text: StaticString) -> UnsafeRawBufferPointer {
+    UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+}
+
+/// Redis's `stringmatchlen`: `*`, `?`, `[...]` (with `^` and ranges) and `\` escapes.
+func globMatches(_ pattern: UnsafeRawBufferPointer, _ text: UnsafeRawBufferPointer, ignoringCase: Bool) -> Bool {
+    func lower(_ b: UInt8) -> UInt8 { ignoringCase && b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
+    func match(_ p: Int, _ t: Int) -> Bool {
+        var p = p, t = t
+        while p < pattern.count {
+            switch pattern[p] {
+            case UInt8(ascii: "*"):
+                while p + 1 < pattern.count && pattern[p + 1] == UInt8(ascii: "*") { p += 1 }
+                if p + 1 == pattern.count { return true }
+                while t <= text.count {
+                    if match(p + 1, t) { return true }
+                    t += 1
+                }
+                return false
+            case UInt8(ascii: "?"):
+                guard t < text.count else { return false }
+                t += 1
+            case UInt8(ascii: "["):
+                guard t < text.count else { return false }
+                p += 1
+                let negate = p < pattern.count && pattern[p] == UInt8(ascii: "^")
+                if negate { p += 1 }
+                var matched = false
+                while p < pattern.count && pattern[p] != UInt8(ascii: "]") {
+                    if pattern[p] == UInt8(ascii: "\\") && p + 1 < pattern.count {
+                        p += 1
+                        if lower(pattern[p]) == lower(text[t]) { matched = true }
+                    } else if p + 2 < pattern.count && pattern[p + 1] == UInt8(ascii: "-") {
+                        var start = lower(pattern[p]), end = lower(pattern[p + 2])
+                        if start > end { swap(&start, &end) }
+                        if lower(text[t]) >= start && lower(text[t]) <= end { matched = true }
+                        p += 2
+                    } else if lower(pattern[p]) == lower(text[t]) {
+                        matched = true
+                    }
+                    p += 1
+                }
+                if p == pattern.count { p -= 1 }  // an unclosed class ends the pattern
+                if matched == negate { return false }
+                t += 1
+            case UInt8(ascii: "\\") where p + 1 < pattern.count:
+                p += 1
+                guard t < text.count, lower(pattern[p]) == lower(text[t]) else { return false }
+                t += 1
+            default:
+                guard t < text.count, lower(pattern[p]) == lower(text[t]) else { return false }
+                t += 1
+            }
+            p += 1
+        }
+        return t == text.count
+    }
+    return match(0, 0)
+}

@@ -1,0 +1,100 @@
+import ProfileProtocol
+import RESPProtocol
+
+/// What a RESP connection carries from one request to the next.
+///
+/// Owned by its connection, and used by the worker thread that holds the connection.
+final class RESPSession {
+    /// How far the decoder got into a request that has not fully arrived.
+    var decodeState = RESPDecodeState()
+    var version = RESPVersion.resp2
+    /// `CLIENT SETNAME`'s, or HELLO's `SETNAME`; nil until one is given.
+    var name: [UInt8]? = nil
+    /// `CLIENT ID`: unique among the connections of one run of the server.
+    let id: Int
+    /// Set between MULTI and EXEC or DISCARD.
+    var transaction: RESPTransaction? = nil
+
+    init(id: Int) {
+        self.id = id
+    }
+}
+
+/// The commands a MULTI queued, each checked when it was queued.
+///
+/// Owned by its session.
+final class RESPTransaction {
+    /// Every queued command's arguments, back to back.
+    var arguments: [[UInt8]] = []
+    /// Where each queued command's arguments start in `arguments`, and how many it has.
+    var commands: [(command: RESPCommandName, first: Int, count: Int)] = []
+    /// A command could not be queued: EXEC answers EXECABORT and writes nothing.
+    var failed = false
+
+    /// Redis's limit is memory; ours is the count of commands an EXEC answers.
+    static let maxCommands = 1000
+}
+
+extension RESPCommandName {
+    /// Redis's arity: n means exactly n arguments, the name included; -n at least n.
+    var arity: Int {
+        switch self {
+        case .ping, .hello, .quit, .info, .command, .flushall, .flushdb: -1
+        case .dbsize, .multi, .exec, .discard, .unwatch: 1
+        case .echo, .select, .hgetall, .hlen, .hkeys, .hvals, .type, .ttl, .pttl: 2
+        case .auth, .client, .del, .unlink, .exists, .scan, .watch: -2
+        case .hget, .hexists, .hstrlen: 3
+        case .config, .hmget, .hdel: -3
+        case .hset, .hmset: -4
+        case .hsetnx: 4
+        }
+    }
+
+    /// The least role allowed to run it: `read` for everything that changes nothing.
+    var requiredRole: Role {
+        switch self {
+        case .ping, .hello, .auth, .quit: .none
+        case .hset, .hmset, .hsetnx, .hdel, .del, .unlink: .write
+        case .flushall, .flushdb: .admin
+        default: .read
+        }
+    }
+
+    /// Whether it changes stored data, and so goes to the writer.
+    var isWrite: Bool {
+        switch self {
+        case .hset, .hmset, .hsetnx, .hdel, .del, .unlink, .flushall, .flushdb: true
+        default: false
+        }
+    }
+
+    /// Whether its reply depends on one key's profile: inside a transaction it reads the
+    /// profile as the writes queued before it left it.
+    var readsKey: Bool {
+        switch self {
+        case .hget, .hmget, .hgetall, .hexists, .hlen, .hstrlen, .hkeys, .hvals, .type, .ttl, .pttl: true
+        default: false
+        }
+    }
+
+    /// The line protocol's command whose STATS counters and latency histogram it shares:
+    /// lookups count as GET, hash writes as SET or UPDATE, a transaction as MSET (writes
+    /// committed together), and commands about the connection as PING.
+    var verb: Verb {
+        switch self {
+        case .ping, .echo, .hello, .select, .client, .command, .config, .multi, .discard, .watch, .unwatch: .ping
+        case .auth: .auth
+        case .quit: .quit
+        case .info: .stats
+        case .dbsize: .count
+        case .hget, .hmget, .hgetall, .hexists, .hlen, .hstrlen, .hkeys, .hvals, .type, .ttl, .pttl: .get
+        case .exists: .exists
+        case .hset, .hmset: .set
+        case .hsetnx, .hdel: .update
+        case .del, .unlink: .del
+        case .scan: .scan
+        case .flushall, .flushdb: .flushall
+        case .exec: .mset
+        }
+    }
+}

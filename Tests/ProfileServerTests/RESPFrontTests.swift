@@ -1,0 +1,268 @@
+import ProfileTestSupport
+import Glibc
+import ProfileClient
+import Testing
+@testable import ProfileServer
+
+/// The RESP front over the wire (docs/RESP.md): what the contract promises beyond what a Redis
+/// client or a comparison with redis-server can show.
+@Suite struct RESPFrontTests {
+    @Test func aWriteThroughEitherFrontIsSeenThroughTheOther() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        let line = try server.connect()
+        #expect(try resp.call("HSET", "42", "name", "Fran Li", "portraitUri", "https://x/42.png") == ":2\r\n")
+        #expect(try line.roundTrip("GET 42\n") == #"VALUE 42 "Fran Li" https://x/42.png"#)
+        #expect(try line.roundTrip("SET 7 Li \"\"\n") == "STORED")
+        #expect(try resp.call("HGETALL", "7") == "*2\r\n$4\r\nname\r\n$2\r\nLi\r\n")
+        #expect(try line.roundTrip("UPDATE 42 name Fran\n") == "UPDATED")
+        #expect(try resp.call("HGET", "42", "name") == "$4\r\nFran\r\n")
+        #expect(try resp.call("DEL", "42", "7", "42") == ":2\r\n")
+        #expect(try line.roundTrip("COUNT\n") == "COUNT 0")
+    }
+
+    /// An empty field is an absent field: HDEL empties one, and a profile left with neither is deleted.
+    @Test func emptyFieldsAreAbsentFields() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        #expect(try resp.call("HSET", "a", "portraitUri", "u") == ":1\r\n")
+        #expect(try resp.call("HGETALL", "a") == "*2\r\n$11\r\nportraitUri\r\n$1\r\nu\r\n")
+        #expect(try resp.call("HEXISTS", "a", "name") == ":0\r\n")
+        #expect(try resp.call("HGET", "a", "name") == "$-1\r\n")
+        #expect(try resp.call("HSET", "a", "name", "") == ":0\r\n")
+        #expect(try resp.call("HSETNX", "a", "name", "n") == ":1\r\n")
+        #expect(try resp.call("HSETNX", "a", "name", "other") == ":0\r\n")
+        #expect(try resp.call("HDEL", "a", "name", "name", "portraitUri") == ":2\r\n")
+        #expect(try resp.call("EXISTS", "a") == ":0\r\n")
+        #expect(try resp.call("TYPE", "a") == "+none\r\n")
+        #expect(try resp.call("HDEL", "a", "name") == ":0\r\n")
+        let line = try server.connect()
+        #expect(try line.roundTrip("COUNT\n") == "COUNT 0")
+    }
+
+    @Test func aKeyPrefixNamesProfilesAndNothingElse() throws {
+        let server = try TestServer(["--resp-port", "0", "--resp-key-prefix", "user:"])
+        let resp = try server.connectRESP()
+        #expect(try resp.call("HSET", "user:1", "name", "One") == ":1\r\n")
+        #expect(try server.connect().roundTrip("GET 1\n") == #"VALUE 1 One """#)
+        #expect(try resp.call("HSET", "1", "name", "x").hasPrefix("-ERR invalid key '1': a profile's key is the prefix 'user:'"))
+        #expect(try resp.call("DEL", "user:1", "other") .hasPrefix("-ERR invalid key 'other'"))
+        #expect(try resp.call("HGETALL", "1") == "*0\r\n")
+        #expect(try resp.call("EXISTS", "user:1", "1", "user:") == ":1\r\n")
+        #expect(try resp.call("SCAN", "0") == "*2\r\n$1\r\n0\r\n*1\r\n$6\r\nuser:1\r\n")
+    }
+
+    @Test func fieldsAndValuesAreCheckedAndABadWriteChangesNothing() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        #expect(try resp.call("HSET", "k", "name", "n") == ":1\r\n")
+        #expect(try resp.call("HSET", "k", "name", "m", "Name", "x")
+                == "-ERR unknown profile field 'Name' (fields are name and portraitUri)\r\n")
+        #expect(try resp.call("HSET", "k", "name", String(repeating: "x", count: 257))
+                == "-ERR the value of 'name' is over 256 bytes\r\n")
+        #expect(try resp.call("HSET", "k", "portraitUri", String(repeating: "u", count: 2049))
+                == "-ERR the value of 'portraitUri' is over 2048 bytes\r\n")
+        resp.send(Array("*4\r\n$4\r\nHSET\r\n$1\r\nk\r\n$4\r\nname\r\n$2\r\n".utf8) + [0xC3, 0x28] + Array("\r\n".utf8))
+        #expect(try resp.reply() == "-ERR the value of 'name' is not UTF-8 without NUL\r\n")
+        #expect(try resp.call("HMGET", "k", "name", "age") == "-ERR unknown profile field 'age' (fields are name and portraitUri)\r\n")
+        #expect(try resp.call("HGET", "k", "name") == "$1\r\nn\r\n")
+        let tooMany = ["DEL"] + (0...1000).map { "k\($0)" }
+        resp.send(RESPTestClient.multibulk(tooMany))
+        #expect(try resp.reply() == "-ERR too many keys or fields: at most 1000 in one command\r\n")
+    }
+
+    @Test func rolesAndAuthenticationAreTheLineProtocols() throws {
+        let directory = try makeTemporaryDirectory()
+        writeText(directory + "/tokens", "read r-token\nwrite w-token\nadmin a-token\n")
+        let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"], directory: directory)
+        let resp = try server.connectRESP()
+        #expect(try resp.call("PING") == "+PONG\r\n")
+        #expect(try resp.call("HGET", "a", "name") == "-NOAUTH Authentication required.\r\n")
+        #expect(try resp.call("HELLO", "3").hasPrefix("%7\r\n$6\r\nserver\r\n$8\r\nprofiled\r\n"))
+        #expect(try resp.call("AUTH", "default", "wrong") == "-WRONGPASS invalid username-password pair or user is disabled.\r\n")
+        #expect(try resp.call("AUTH", "r-token") == "+OK\r\n")
+        #expect(try resp.call("HGET", "a", "name") == "_\r\n")
+        #expect(try resp.call("HSET", "a", "name", "n") == "-NOPERM User default has no permissions to run the 'hset' command\r\n")
+        // A write queued without the role fails the transaction.
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        #expect(try resp.call("HGET", "a", "name") == "+QUEUED\r\n")
+        #expect(try resp.call("DEL", "a") == "-NOPERM User default has no permissions to run the 'del' command\r\n")
+        #expect(try resp.call("EXEC") == "-EXECABORT Transaction discarded because of previous errors.\r\n")
+        #expect(try resp.call("HELLO", "2", "AUTH", "app", "w-token", "SETNAME", "chat").hasPrefix("*14\r\n"))
+        #expect(try resp.call("CLIENT", "GETNAME") == "$4\r\nchat\r\n")
+        #expect(try resp.call("HSET", "a", "name", "n") == ":1\r\n")
+        #expect(try resp.call("FLUSHALL") == "-NOPERM User default has no permissions to run the 'flushall' command\r\n")
+        // As on the line protocol, a failed AUTH leaves no role.
+        #expect(try resp.call("AUTH", "nope") == "-WRONGPASS invalid username-password pair or user is disabled.\r\n")
+        #expect(try resp.call("HGET", "a", "name") == "-NOAUTH Authentication required.\r\n")
+        #expect(try resp.call("AUTH", "a-token") == "+OK\r\n")
+        #expect(try resp.call("FLUSHDB", "ASYNC") == "+OK\r\n")
+    }
+
+    /// Before AUTH, the decoder's smaller limits apply: a request of more than 10 arguments
+    /// closes the connection.
+    @Test func unauthenticatedLimitsCloseTheConnection() throws {
+        let directory = try makeTemporaryDirectory()
+        writeText(directory + "/tokens", "read r-token\n")
+        let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"], directory: directory)
+        let resp = try server.connectRESP()
+        resp.send("*11\r\n")
+        #expect(try resp.reply() == "-ERR Protocol error: unauthenticated multibulk length\r\n")
+        #expect(try resp.isClosedByServer())
+    }
+
+    /// Replies keep request order: a read pipelined behind writes waits for them and sees them.
+    @Test func pipelinedReadsSeeTheWritesBeforeThem() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        let requests: [[String]] = [["HSET", "k", "name", "a"], ["HGET", "k", "name"], ["HSET", "k", "name", "b"],
+                                    ["HGET", "k", "name"], ["DEL", "k"], ["EXISTS", "k"], ["PING"]]
+        resp.send(requests.flatMap(RESPTestClient.multibulk))
+        let replies = try requests.map { _ in try resp.reply() }
+        #expect(replies == [":1\r\n", "$1\r\na\r\n", ":0\r\n", "$1\r\nb\r\n", ":1\r\n", ":0\r\n", "+PONG\r\n"])
+    }
+
+    /// A request split anywhere, even a byte at a time, is answered once whole.
+    @Test func aRequestSplitByteByByteIsAnsweredWhole() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        let request = RESPTestClient.multibulk(["HSET", "split", "name", "Fran", "portraitUri", "u"])
+            + Array("HGET split name\r\n".utf8)
+        for byte in request {
+            resp.send([byte])
+            usleep(200)
+        }
+        #expect(try resp.reply() == ":2\r\n")
+        #expect(try resp.reply() == "$4\r\nFran\r\n")
+    }
+
+    @Test func aProtocolErrorIsAnsweredThenTheConnectionCloses() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        resp.send("PING\r\n*1\r\n$x\r\nPING\r\n")
+        #expect(try resp.reply() == "+PONG\r\n")
+        #expect(try resp.reply() == "-ERR Protocol error: invalid bulk length\r\n")
+        #expect(try resp.isClosedByServer())
+    }
+
+    @Test func resp3AnswersWithMapsAndItsNull() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        #expect(try resp.call("HSET", "m", "name", "n", "portraitUri", "u") == ":2\r\n")
+        #expect(try resp.call("HELLO", "3").contains("$5\r\nproto\r\n:3\r\n"))
+        #expect(try resp.call("HGETALL", "m") == "%2\r\n$4\r\nname\r\n$1\r\nn\r\n$11\r\nportraitUri\r\n$1\r\nu\r\n")
+        #expect(try resp.call("HMGET", "none", "name") == "*1\r\n_\r\n")
+        #expect(try resp.call("HGETALL", "none") == "%0\r\n")
+        #expect(try resp.call("CONFIG", "GET", "save") == "%1\r\n$4\r\nsave\r\n$0\r\n\r\n")
+        #expect(try resp.call("HELLO", "2").contains("$5\r\nproto\r\n:2\r\n"))
+        #expect(try resp.call("HGET", "none", "name") == "$-1\r\n")
+    }
+
+    /// A transaction's writes commit together and its reads see the writes queued before them.
+    @Test func aTransactionAnswersEachCommandAtItsTurn() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        for command in [["HSET", "t", "name", "one"], ["HGETALL", "t"], ["HSET", "u", "portraitUri", "p"],
+                        ["EXISTS", "t", "u", "v"], ["DBSIZE"], ["HDEL", "t", "name"], ["HGET", "t", "name"], ["PING"]] {
+            resp.send(RESPTestClient.multibulk(command))
+            #expect(try resp.reply() == "+QUEUED\r\n")
+        }
+        #expect(try resp.call("EXEC") == "*8\r\n:1\r\n*2\r\n$4\r\nname\r\n$3\r\none\r\n:1\r\n:2\r\n:1\r\n:1\r\n$-1\r\n+PONG\r\n")
+        #expect(try resp.call("DBSIZE") == ":1\r\n")
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        #expect(try resp.call("HSET", "w", "name", "x") == "+QUEUED\r\n")
+        #expect(try resp.call("HSET", "w", "nick", "x") == "-ERR unknown profile field 'nick' (fields are name and portraitUri)\r\n")
+        #expect(try resp.call("EXEC") == "-EXECABORT Transaction discarded because of previous errors.\r\n")
+        #expect(try resp.call("EXISTS", "w") == ":0\r\n")
+    }
+
+    /// SCAN returns every key present for the whole scan exactly once, at most COUNT per call.
+    @Test func scanVisitsEveryKeyOnce() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let line = try server.connect()
+        for batch in 0..<5 {
+            let triples = (0..<500).map { "id\(batch * 500 + $0) n u" }.joined(separator: " ")
+            #expect(try line.roundTrip("MSET \(triples)\n") == "STORED 500")
+        }
+        let resp = try server.connectRESP()
+        var seen: [String] = []
+        var cursor = "0"
+        var calls = 0
+        repeat {
+            let reply = try resp.call("SCAN", cursor, "COUNT", "100")
+            let parts = reply.split(separator: "\r\n").map(String.init)
+            cursor = parts[2]
+            seen += stride(from: 5, to: parts.count, by: 2).map { parts[$0] }
+            calls += 1
+        } while cursor != "0" && calls < 100
+        #expect(seen.count == 2500)
+        #expect(Set(seen).count == 2500)
+        #expect(calls == 26)
+        // The first 1,000 ids in byte order (id0, id1, id10, id100, id1000, ...) hold id1000 to id1009.
+        let matched = try resp.call("SCAN", "0", "MATCH", "id100?", "COUNT", "1000")
+        #expect(matched.hasSuffix("*10\r\n" + (0...9).map { "$6\r\nid100\($0)\r\n" }.joined()), "\(matched)")
+        #expect(!matched.hasPrefix("*2\r\n$1\r\n0\r\n"), "the scan had more to look at")
+        #expect(try resp.call("SCAN", "0", "TYPE", "string") == "*2\r\n$1\r\n0\r\n*0\r\n")
+        #expect(try resp.call("SCAN", "12345") == "-ERR invalid cursor\r\n")
+    }
+
+    @Test func connectionsOfBothListenersShareTheLimit() throws {
+        let server = try TestServer(["--resp-port", "0", "--max-connections", "1"])
+        let line = try server.connect()
+        #expect(try line.roundTrip("PING\n") == "PONG")
+        let resp = try server.connectRESP()
+        #expect(try resp.reply() == "-ERR max number of clients reached\r\n")
+        #expect(try resp.isClosedByServer())
+    }
+
+    @Test func statsAndInfoCountRESPCommands() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        #expect(try resp.call("HSET", "s", "name", "n") == ":1\r\n")
+        #expect(try resp.call("HGETALL", "s").hasPrefix("*2\r\n"))
+        #expect(try resp.call("HGET", "missing", "name") == "$-1\r\n")
+        let info = try resp.call("INFO")
+        #expect(info.contains("loading:0\r\n"))
+        #expect(info.contains("db0:keys=1,expires=0,avg_ttl=0\r\n"))
+        #expect(info.contains("keyspace_hits:1\r\nkeyspace_misses:1\r\n"))
+        #expect(info.contains("tcp_port:\(server.respPort)\r\n"))
+        #expect(try resp.call("INFO", "persistence") == "$26\r\n# Persistence\r\nloading:0\r\n\r\n")
+        let stats = Dictionary(uniqueKeysWithValues: try server.connect().stats().map { ($0.name, $0.value) })
+        #expect(stats["cmd_get"] == "2")
+        #expect(stats["cmd_set"] == "1")
+    }
+
+    @Test func quitAnswersThenCloses() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        resp.send("QUIT\r\nPING\r\n")
+        #expect(try resp.reply() == "+OK\r\n")
+        #expect(try resp.isClosedByServer())
+    }
+}
+
+/// The pieces of the RESP front that need no server.
+@Suite struct RESPFrontPartsTests {
+    @Test(arguments: [
+        ("*", "anything", true), ("user:*", "user:42", true), ("user:*", "use:42", false), ("id?", "id7", true),
+        ("id?", "id", false), ("id[0-3]", "id2", true), ("id[0-3]", "id4", false), ("id[^0-3]", "id4", true),
+        ("a\\*b", "a*b", true), ("a\\*b", "axb", false), ("*x*y", "axbxcy", true), ("[abc]", "b", true),
+    ])
+    func globsMatchAsRedisDoes(pattern: String, text: String, matches: Bool) {
+        let result = Array(pattern.utf8).withUnsafeBytes { p in
+            Array(text.utf8).withUnsafeBytes { t in globMatches(p, t, ignoringCase: false) }
+        }
+        #expect(result == matches, "\(pattern) vs \(text)")
+    }
+
+    @Test(arguments: [("0", 0), ("42", 42), ("-7", -7), ("9223372036854775807", Int.max)])
+    func integersAreReadAsRedisReadsThem(text: String, value: Int) {
+        #expect(Array(text.utf8).withUnsafeBytes { Worker.integer($0) } == value)
+    }
+
+    @Test(arguments: ["", "01", "-0", "+1", " 1", "1x", "9223372036854775808", "-"])
+    func notIntegers(text: String) {
+        #expect(Array(text.utf8).withUnsafeBytes { Worker.integer($0) } == nil)
+    }
+}

@@ -1,0 +1,119 @@
+import Glibc
+import ProfileTestSupport
+
+/// A bare RESP client for the tests: sends bytes as given and reads whole replies back as
+/// their raw text, so a test states the exact bytes it expects.
+///
+/// Threading: one thread at a time.
+final class RESPTestClient {
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw TestFailure("cannot connect to RESP port \(port): \(String(cString: strerror(errno)))")
+        }
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Takes over a connected socket.
+    init(fd: Int32) {
+        self.fd = fd
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { return }
+            sent += n
+        }
+    }
+
+    func send(_ text: String) { send(Array(text.utf8)) }
+
+    /// A request as a multibulk of `arguments`.
+    static func multibulk(_ arguments: [String]) -> [UInt8] {
+        var bytes = Array("*\(arguments.count)\r\n".utf8)
+        for argument in arguments {
+            let raw = Array(argument.utf8)
+            bytes += Array("$\(raw.count)\r\n".utf8) + raw + Array("\r\n".utf8)
+        }
+        return bytes
+    }
+
+    /// Sends one command as a multibulk and returns its reply's raw text.
+    func call(_ arguments: String...) throws -> String {
+        send(Self.multibulk(arguments))
+        return try reply()
+    }
+
+    /// The next whole reply, as its raw text.
+    func reply() throws -> String {
+        while true {
+            if let end = Self.replyEnd(buffer, 0) {
+                let text = String(decoding: buffer[..<end], as: UTF8.self)
+                buffer.removeFirst(end)
+                return text
+            }
+            guard try receive() else { throw TestFailure("the connection closed inside a reply: \(String(decoding: buffer, as: UTF8.self))") }
+        }
+    }
+
+    /// Whether the server closed the connection (after any replies still to read).
+    func isClosedByServer() throws -> Bool {
+        buffer.isEmpty ? !(try receive()) && buffer.isEmpty : false
+    }
+
+    private func receive() throws -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+        if n < 0 { throw TestFailure("no reply: \(String(cString: strerror(errno)))") }
+        buffer += chunk[..<n]
+        return n > 0
+    }
+
+    /// Where the reply starting at `start` ends, or nil when it has not fully arrived.
+    private static func replyEnd(_ bytes: [UInt8], _ start: Int) -> Int? {
+        guard start < bytes.count else { return nil }
+        guard let cr = bytes[start...].firstIndex(of: 13), cr + 1 < bytes.count else { return nil }
+        let lineEnd = cr + 2
+        let number = Int(String(decoding: bytes[(start + 1)..<cr], as: UTF8.self))
+        switch bytes[start] {
+        case UInt8(ascii: "$"):
+            guard let length = number else { return nil }
+            if length < 0 { return lineEnd }
+            return lineEnd + length + 2 <= bytes.count ? lineEnd + length + 2 : nil
+        case UInt8(ascii: "*"), UInt8(ascii: "%"):
+            guard let count = number else { return nil }
+            var end = lineEnd
+            let elements = bytes[start] == UInt8(ascii: "%") ? 2 * count : count
+            for _ in 0..<max(0, elements) {
+                guard let next = replyEnd(bytes, end) else { return nil }
+                end = next
+            }
+            return end
+        default:
+            return lineEnd
+        }
+    }
+}
+
+extension TestServer {
+    /// A RESP connection to a server started with `--resp-port`.
+    func connectRESP() throws -> RESPTestClient { try RESPTestClient(port: respPort) }
+}
