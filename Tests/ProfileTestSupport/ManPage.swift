@@ -9,9 +9,7 @@ public struct ManPage {
 
     /// Reads `Deploy/man/NAME.1` of this repository.
     public init(_ name: String, file: String = #filePath) throws {
-        var parts = file.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)  // Tests/ProfileTestSupport/ManPage.swift
-        let path = parts.joined(separator: "/") + "/Deploy/man/\(name).1"
+        let path = repositoryPath("Deploy/man/\(name).1", file: file)
         guard let bytes = readBytes(path) else { throw TestFailure("cannot read \(path)") }
         var text = String(decoding: bytes, as: UTF8.self).replacing("\\-", with: "-").replacing("\\&", with: "")
         for font in ["\\fB", "\\fI", "\\fR", "\\fP"] { text = text.replacing(font, with: "") }
