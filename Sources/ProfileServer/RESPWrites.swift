@@ -173,61 +173,60 @@ extension Worker {
             return
         }
         if write.isTransaction { respArrayHeader(write.commands.count, connection) }
-        for command in write.commands {
-            var views: [UnsafeRawBufferPointer] = []
-            views.reserveCapacity(command.argumentCount)
-            for index in command.firstArgument..<command.firstArgument + command.argumentCount {
-                views.append(job.argument(index))
-            }
-            views.withUnsafeBufferPointer { arguments in
-                answer(command, arguments, write, connection)
-            }
-        }
+        for command in write.commands { answer(command, job, write, connection) }
     }
 
-    private func answer(_ command: RESPWrite.Command, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                        _ write: RESPWrite, _ connection: Connection) {
+    private func answer(_ command: RESPWrite.Command, _ job: WriteJob, _ write: RESPWrite, _ connection: Connection) {
+        let first = command.firstArgument
+        let count = command.argumentCount
         let results = write.results[command.firstOperation..<command.firstOperation + command.operationCount]
         switch command.name {
         case .hset:
             // Fields that were absent (empty) and hold something now, each counted once.
             var added = 0
-            for field in ProfileField.allCases where Self.names(field, arguments, from: 2, stride: 2) {
+            for field in ProfileField.allCases where Self.names(field, job, from: first + 2, to: first + count, stride: 2) {
                 if !results.first!.before.has(field) && results.first!.after.has(field) { added += 1 }
             }
             respInteger(added, connection)
         case .hmset:
             respSimple("OK", connection)
         case .hsetnx:
-            let field = ProfileField(arguments[2])!
+            let field = ProfileField(job.argument(first + 2))!
             respInteger(!results.first!.before.has(field) && results.first!.after.has(field) ? 1 : 0, connection)
         case .hdel:
             var removed = 0
-            for field in ProfileField.allCases where Self.names(field, arguments, from: 2, stride: 1) {
+            for field in ProfileField.allCases where Self.names(field, job, from: first + 2, to: first + count, stride: 1) {
                 if results.first!.before.has(field) { removed += 1 }
             }
             respInteger(removed, connection)
-        case .del, .unlink:
-            respInteger(results.filter { $0.before.exists }.count, connection)
+        case .del, .unlink, .exists:
+            var existed = 0
+            for result in results where result.before.exists { existed += 1 }
+            respInteger(existed, connection)
         case .flushall, .flushdb:
             respSimple("OK", connection)
-        case .exists:
-            respInteger(results.filter { $0.before.exists }.count, connection)
-        case _ where command.name.readsKey:
-            let values = command.operationCount == 0 ? nil : write.values(ofRead: command.firstOperation)
-            writeKeyRead(command.name, arguments, values, connection)
         default:
-            // A command that reads no key runs at its turn, after the writes before it.
-            executeRESP(command.name, arguments, connection)
+            // A read runs at its turn, after the writes queued before it: a key's from what the
+            // commit saw, any other now.
+            var views: [UnsafeRawBufferPointer] = []
+            views.reserveCapacity(count)
+            for index in first..<first + count { views.append(job.argument(index)) }
+            views.withUnsafeBufferPointer { arguments in
+                if command.name.readsKey {
+                    let values = command.operationCount == 0 ? nil : write.values(ofRead: command.firstOperation)
+                    writeKeyRead(command.name, arguments, values, connection)
+                } else {
+                    executeRESP(command.name, arguments, connection)
+                }
+            }
         }
     }
 
-    /// Whether the arguments from `first` on, `stride` apart, name `field`.
-    private static func names(_ field: ProfileField, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                              from first: Int, stride: Int) -> Bool {
+    /// Whether the job's arguments from `first` up to `end`, `stride` apart, name `field`.
+    private static func names(_ field: ProfileField, _ job: WriteJob, from first: Int, to end: Int, stride: Int) -> Bool {
         var index = first
-        while index < arguments.count {
-            if ProfileField(arguments[index]) == field { return true }
+        while index < end {
+            if ProfileField(job.argument(index)) == field { return true }
             index += stride
         }
         return false
