@@ -39,6 +39,11 @@ final class Connection {
     /// Writes sent to the writer and not answered yet. While there are any, only more writes
     /// are taken from the input, so replies keep request order.
     var writesInFlight = 0
+    /// Reads sent to the fetchers (a shared store's) and not answered yet. While there are
+    /// any, only more such reads are taken from the input.
+    var readsInFlight = 0
+    /// Requests of this connection that another thread is working on.
+    var jobsInFlight: Int { writesInFlight + readsInFlight }
     /// The peer shut down its sending side: answer what arrived, then close.
     var peerClosed = false
 

@@ -121,7 +121,7 @@ extension Worker {
             case .skipped(let consumed):
                 used += consumed
             case .error(let error):
-                guard connection.writesInFlight == 0 else {
+                guard connection.jobsInFlight == 0 else {
                     session.decodeState = resumeAt
                     return used
                 }
@@ -148,7 +148,9 @@ extension Worker {
     private func serveRESP(_ connection: Connection) -> Bool {
         let arguments = respDecoder.arguments
         let session = connection.resp!
-        let waiting = connection.writesInFlight > 0
+        let writesWaiting = connection.writesInFlight > 0
+        let readsWaiting = connection.readsInFlight > 0
+        let waiting = writesWaiting || readsWaiting
         // Redis's order: an unknown command, then a wrong count, then authentication and role;
         // inside MULTI each of them fails the transaction.
         guard let command = RESPCommandName.lookup(arguments[0]) else {
@@ -174,7 +176,9 @@ extension Worker {
             return true
         }
         if let transaction = session.transaction {
-            return serveInTransaction(command, arguments, transaction, connection, waiting: waiting)
+            // Only EXEC goes to the writer; it too waits for reads in flight.
+            if readsWaiting || (writesWaiting && command != .exec) { return false }
+            return serveInTransaction(command, arguments, transaction, connection)
         }
         switch command {
         case .multi:
@@ -189,6 +193,7 @@ extension Worker {
             respError(.fixed(RESPText.discardWithoutMulti), connection)
         case _ where command.isWrite:
             // A write that cannot run is answered now, so it waits for the writes before it.
+            if readsWaiting { return false }
             if let problem = checkWrite(command, arguments) {
                 if waiting { return false }
                 respError(problem, connection)
@@ -196,8 +201,10 @@ extension Worker {
             }
             submitRESPWrite(command, arguments, connection)
         default:
-            if waiting { return false }
-            executeRESP(command, arguments, connection)
+            if writesWaiting || (readsWaiting && !(context.shared != nil && command.isFetched)) { return false }
+            let fetching = connection.readsInFlight
+            executeRESP(command, arguments, connection, mustFetch: readsWaiting)
+            if connection.readsInFlight > fetching { return true }
         }
         countPassCommand(command)
         return true
@@ -205,9 +212,11 @@ extension Worker {
 
     /// Between MULTI and EXEC: EXEC, DISCARD, MULTI, WATCH and QUIT act at once; every other
     /// command is checked and queued.
+    /// Called only when nothing the reply could overtake is in flight (writes may be, for EXEC).
     private func serveInTransaction(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                                    _ transaction: RESPTransaction, _ connection: Connection, waiting: Bool) -> Bool {
+                                    _ transaction: RESPTransaction, _ connection: Connection) -> Bool {
         let session = connection.resp!
+        let waiting = connection.jobsInFlight > 0
         switch command {
         case .exec:
             if transaction.failed {
@@ -386,9 +395,19 @@ extension Worker {
 
     /// Runs a command that goes to no writer: at once, or at its turn in an EXEC's answer.
     /// Key reads read the cache, then the store.
+    /// `mustFetch`: a shared store's reads are in flight on the connection, so this one goes
+    /// to the fetchers too, whatever the cache holds.
     func executeRESP(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                     _ connection: Connection) {
-        let session = connection.resp!
+                     _ connection: Connection, mustFetch: Bool = false) {
+        if context.shared != nil && command.isFetched && (mustFetch || command == .dbsize || command == .scan) {
+            if command == .dbsize {
+                return submitFetch(.count(.resp), verb: command.verb, arguments: 0, argument: { _ in fatalError() },
+                                   lookups: [], keyPrefix: 0, tickets: [], connection)
+            }
+            if command == .scan { return scan(arguments, connection) }
+            if let problem = checkRead(command, arguments) { return respError(problem, connection) }
+            return fetchRESP(command, arguments, connection)
+        }
         switch command {
         case .ping:
             // Redis's table allows any count; PING itself refuses more than a message, also at
@@ -440,18 +459,29 @@ extension Worker {
         case .exists:
             if let problem = checkRead(command, arguments) { return respError(problem, connection) }
             let mark = Mark(self, connection)
+            let countersBefore = counters
             do {
                 var found = 0
                 for key in arguments.dropFirst() where try readProfile(key) != nil { found += 1 }
                 respInteger(found, connection)
+            } catch let reason as NeedsFetch {
+                takeBack(since: mark, on: connection)
+                counters = countersBefore
+                if reason == .leaseExpired { counters.leaseExpiredReads += 1 }
+                fetchRESP(command, arguments, connection)
             } catch {
                 failRESP(since: mark, on: connection, error)
             }
         case _ where command.readsKey:
             if let problem = checkRead(command, arguments) { return respError(problem, connection) }
+            let countersBefore = counters
             do {
                 let values = try readProfile(arguments[1])
                 writeKeyRead(command, arguments, values, connection)
+            } catch let reason as NeedsFetch {
+                counters = countersBefore
+                if reason == .leaseExpired { counters.leaseExpiredReads += 1 }
+                fetchRESP(command, arguments, connection)
             } catch {
                 respStoreError(error, connection)
             }
@@ -459,7 +489,6 @@ extension Worker {
             // Writes and transaction commands never get here.
             preconditionFailure("\(command) is not run by executeRESP")
         }
-        _ = session
     }
 
     /// A decimal argument as Redis's `string2ll` reads it, or nil.
@@ -498,6 +527,7 @@ extension Worker {
             counters.getMisses += 1
             return nil
         }
+        if let shared = context.shared, !shared.cacheMayAnswer(at: passStart) { throw NeedsFetch.leaseExpired }
         let scratch = fieldScratch
         let found: CacheLookupResult = context.cache.lookup(userId) { outcome in
             switch outcome {
@@ -519,6 +549,7 @@ extension Worker {
             counters.getMisses += 1
             return nil
         case .miss(let ticket):
+            if context.shared != nil { throw NeedsFetch.miss }
             counters.cacheMisses += 1
             try beginReadTransaction()
             let valueLines = valueScratch
@@ -760,24 +791,56 @@ extension Worker {
     /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]`: profiles in userId order, `n` (10
     /// by default, at most 1,000) looked at per call. The cursor names the last key looked at,
     /// so a key present for the whole scan is returned exactly once.
-    private func scan(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        var pattern: UnsafeRawBufferPointer? = nil
-        var count = 10
+    func scan(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        let options: ScanOptions
+        switch scanOptions(arguments) {
+        case .success(let parsed): options = parsed
+        case .failure(let problem): return respError(problem.problem, connection)
+        }
+        if context.shared != nil && options.limit > 0 {
+            return submitFetch(.respScan(after: options.after, limit: options.limit), verb: .scan, arguments: arguments.count,
+                               argument: { arguments[$0] }, lookups: [], keyPrefix: 0, tickets: [], connection)
+        }
+        var rows: [[UInt8]] = []
+        do {
+            try beginReadTransaction()
+            try options.after.withUnsafeBytes { after in
+                try reader!.scan(after: after, limit: options.limit) { row in rows.append(Array(row.userId)) }
+            }
+        } catch {
+            return respStoreError(error, connection)
+        }
+        writeScanReply(arguments, userIds: rows, limit: options.limit, connection)
+    }
+
+    /// What a SCAN asks for: where to go on after, and how many profiles to look at (0: none,
+    /// for a type no key has).
+    struct ScanOptions {
+        var after: [UInt8]
+        var limit: Int
+    }
+
+    struct ScanProblem: Error {
+        var problem: RESPProblem
+    }
+
+    func scanOptions(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result<ScanOptions, ScanProblem> {
+        var limit = 10
         var onlyOtherType = false
         var index = 2
         while index < arguments.count {
             let option = arguments[index]
-            guard index + 1 < arguments.count else { return respError(.fixed(RESPText.syntax), connection) }
+            guard index + 1 < arguments.count else { return .failure(ScanProblem(problem: .fixed(RESPText.syntax))) }
             if RESPKeyword.matches(option, "MATCH") {
-                pattern = arguments[index + 1]
+                // Read when answering.
             } else if RESPKeyword.matches(option, "COUNT") {
-                guard let n = Self.integer(arguments[index + 1]) else { return respError(.fixed(RESPText.notInteger), connection) }
-                guard n >= 1 else { return respError(.fixed(RESPText.syntax), connection) }
-                count = min(n, Limits.maxCount)
+                guard let n = Self.integer(arguments[index + 1]) else { return .failure(ScanProblem(problem: .fixed(RESPText.notInteger))) }
+                guard n >= 1 else { return .failure(ScanProblem(problem: .fixed(RESPText.syntax))) }
+                limit = min(n, Limits.maxCount)
             } else if RESPKeyword.matches(option, "TYPE") {
                 onlyOtherType = !RESPKeyword.matches(arguments[index + 1], "hash")
             } else {
-                return respError(.fixed(RESPText.syntax), connection)
+                return .failure(ScanProblem(problem: .fixed(RESPText.syntax)))
             }
             index += 2
         }
@@ -786,35 +849,33 @@ extension Worker {
         if !(cursorBytes.count == 1 && cursorBytes[0] == UInt8(ascii: "0")) {
             guard let cursor = UInt64(String(decoding: cursorBytes, as: UTF8.self)),
                   let last = context.scanCursors.userId(after: cursor) else {
-                return respError(.fixed(RESPText.invalidCursor), connection)
+                return .failure(ScanProblem(problem: .fixed(RESPText.invalidCursor)))
             }
             after = last
         }
         // No key of another type exists: that scan is over at once.
-        if onlyOtherType { count = 0 }
-        var keys: [[UInt8]] = []
-        var seen = 0
-        var last: [UInt8] = []
+        return .success(ScanOptions(after: after, limit: onlyOtherType ? 0 : limit))
+    }
+
+    /// SCAN's reply from the userIds the store gave (`limit` were asked for): the next cursor,
+    /// `0` when they were fewer, and the keys that match the request's MATCH.
+    func writeScanReply(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, userIds: [[UInt8]], limit: Int,
+                        _ connection: Connection) {
+        var pattern: UnsafeRawBufferPointer? = nil
+        var index = 2
+        while index + 1 < arguments.count {
+            if RESPKeyword.matches(arguments[index], "MATCH") { pattern = arguments[index + 1] }
+            index += 2
+        }
         let prefix = context.configuration.respKeyPrefix
-        do {
-            try beginReadTransaction()
-            try after.withUnsafeBytes { afterBytes in
-                try reader!.scan(after: afterBytes, limit: count) { row in
-                    seen += 1
-                    last = Array(row.userId)
-                    let key = prefix + last
-                    let matches = key.withUnsafeBytes { keyBytes in pattern.map { globMatches($0, keyBytes, ignoringCase: false) } ?? true }
-                    if matches { keys.append(key) }
-                }
-            }
-        } catch {
-            return respStoreError(error, connection)
+        let keys = userIds.map { prefix + $0 }.filter { key in
+            key.withUnsafeBytes { keyBytes in pattern.map { globMatches($0, keyBytes, ignoringCase: false) } ?? true }
         }
         respArrayHeader(2, connection)
-        if seen < count || count == 0 {
+        if userIds.count < limit || limit == 0 {
             respBulk("0", connection)
         } else {
-            let next = last.withUnsafeBytes { context.scanCursors.cursor(after: $0) }
+            let next = userIds.last!.withUnsafeBytes { context.scanCursors.cursor(after: $0) }
             Array(String(next).utf8).withUnsafeBytes { respBulk($0, connection) }
         }
         respArrayHeader(keys.count, connection)

@@ -37,7 +37,7 @@ extension Worker {
                 connection.needsMoreInput = true
                 return used
             case .tooLong:
-                guard connection.writesInFlight == 0 else { return used }
+                guard connection.jobsInFlight == 0 else { return used }
                 reply(error: .tooLong, to: connection)
                 connection.phase = .closing
                 return count
@@ -63,15 +63,18 @@ extension Worker {
     }
 
     /// Serves one request line. Returns false, leaving the line untouched, when it must wait
-    /// for the connection's writes in flight (only further writes may overtake nothing: they
-    /// are queued behind them and answered in order).
+    /// for the connection's requests in flight: only requests of the same kind may go on
+    /// (writes behind writes, a shared store's reads behind reads), since they are answered
+    /// in order; any other reply would overtake theirs.
     private func serveLine(_ line: UnsafeMutableRawBufferPointer, on connection: Connection) -> Bool {
-        let waiting = connection.writesInFlight > 0
+        let writesWaiting = connection.writesInFlight > 0
+        let readsWaiting = connection.readsInFlight > 0
+        let waiting = writesWaiting || readsWaiting
         // A plain GET needs neither the tokenizer nor the argument checks (see `plainGetUserId`).
         if !waiting && connection.role >= Verb.get.requiredRole,
            let userId = RequestDecoder.plainGetUserId(UnsafeRawBufferPointer(line)) {
-            execute(.get(userId), on: connection)
-            countPassVerb(.get)
+            execute(.get(userId), on: connection, mustFetch: false)
+            if connection.readsInFlight == 0 { countPassVerb(.get) }
             return true
         }
         // Decoding unescapes quoted tokens in place; a line we might have to leave for later
@@ -88,7 +91,8 @@ extension Worker {
         case .request(let decoded):
             verb = decoded
         }
-        if waiting && !verb.isWrite { return false }
+        if writesWaiting && !verb.isWrite { return false }
+        if readsWaiting && !verb.isFetched { return false }
         if verb.requiredRole > connection.role {
             if waiting { return false }
             reply(error: connection.role == .none ? .noAuth : .roleDenied, to: connection)
@@ -99,8 +103,9 @@ extension Worker {
             if waiting { return false }
             reply(error: error, to: connection)
         case .success(let command):
-            execute(command, on: connection)
-            if !verb.isWrite { countPassVerb(verb) }
+            let fetching = connection.readsInFlight
+            execute(command, on: connection, mustFetch: readsWaiting)
+            if !verb.isWrite && connection.readsInFlight == fetching { countPassVerb(verb) }
         }
         return true
     }
@@ -113,17 +118,23 @@ extension Worker {
     }
 
     // Inlined into serveLine, its only caller, so the command is not copied to be passed on.
+    /// `mustFetch`: reads of a shared store are in flight on the connection, so a lookup goes
+    /// to the fetchers too, to be answered in order, whatever the cache holds.
     @inline(__always)
-    private func execute(_ command: Command, on connection: Connection) {
+    private func execute(_ command: Command, on connection: Connection, mustFetch: Bool) {
         switch command {
         case .ping:
             reserve(8, connection)
             out.append("PONG\n")
         case .get(let userId):
+            if context.shared != nil { return lookUpShared(.get, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
             do { try lookUp(userId, exists: false, on: connection) } catch { reply(storeError: error, to: connection) }
         case .exists(let userId):
+            if context.shared != nil { return lookUpShared(.exists, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
             do { try lookUp(userId, exists: true, on: connection) } catch { reply(storeError: error, to: connection) }
         case .mget(let count):
+            let decoder = self.decoder
+            if context.shared != nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
             let mark = Mark(self, connection)
             do {
                 for i in 0..<count { try lookUp(decoder.argument(i), exists: false, on: connection) }
@@ -133,11 +144,19 @@ extension Worker {
                 failStore(since: mark, on: connection, error)
             }
         case .count:
+            if context.shared != nil {
+                return submitFetch(.count(.line), verb: .count, arguments: 0, argument: { _ in fatalError() },
+                                   lookups: [], keyPrefix: 0, tickets: [], connection)
+            }
             reserve(32, connection)
             out.append("COUNT ")
             out.appendDecimal(context.writePath.rowCount)
             out.appendByte(0x0A)
         case .recent(let limit):
+            if context.shared != nil {
+                return submitFetch(.recent(limit: limit), verb: .recent, arguments: 0, argument: { _ in fatalError() },
+                                   lookups: [], keyPrefix: 0, tickets: [], connection)
+            }
             let mark = Mark(self, connection)
             do {
                 try reader!.recent(limit: limit) { row in appendValueLine(row, connection) }
@@ -147,6 +166,10 @@ extension Worker {
                 failStore(since: mark, on: connection, error)
             }
         case .scan(let after, let limit):
+            if context.shared != nil {
+                return submitFetch(.scan(limit: limit), verb: .scan, arguments: 1, argument: { _ in after },
+                                   lookups: [], keyPrefix: 0, tickets: [], connection)
+            }
             let mark = Mark(self, connection)
             do {
                 try reader!.scan(after: after, limit: limit) { row in appendValueLine(row, connection) }
@@ -198,7 +221,8 @@ extension Worker {
 
     /// GET/MGET/EXISTS of one id: the cache first, then the store, filling the cache.
     /// - Throws: the store's error; nothing was appended for this id then.
-    private func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
+    func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
+        if let shared = context.shared, !shared.cacheMayAnswer(at: passStart) { throw NeedsFetch.leaseExpired }
         counters.getLookups += 1
         // A hit's reply line is copied straight to the end of the scratch, if it fits in what
         // is left; EXISTS offers no room, as it needs only the outcome.
@@ -226,6 +250,7 @@ extension Worker {
             counters.getMisses += 1
             appendAbsent(userId, exists: exists, connection)
         case .miss(let ticket):
+            if context.shared != nil { throw NeedsFetch.miss }
             counters.cacheMisses += 1
             try beginReadTransaction()
             try reader!.lookup(userId) { row in
@@ -260,7 +285,7 @@ extension Worker {
         }
     }
 
-    private func appendValueLine(_ row: ProfileRow, _ connection: Connection) {
+    func appendValueLine(_ row: ProfileRow, _ connection: Connection) {
         reserveValueLine(row, connection)
         out.count += ReplyEncoder.writeValueLine(userId: row.userId, name: row.name, portraitUri: row.portraitUri, to: out.end)
     }

@@ -11,6 +11,10 @@ final class ServerContext: Sendable {
     let store: any ProfileStore
     let writePath: any ProfileWritePath
     let writer: WriteCoordinator
+    /// The store's shared side and the fetchers that read it, when several servers share one
+    /// store (PostgreSQL); nil for a store of this server's own, which workers read themselves.
+    let shared: (any SharedProfileStore)?
+    let fetcher: FetchCoordinator?
     let tokens: TokenRegistry
     let statistics: ServerStatistics
     /// One per worker, in worker order; STATS sums them.
@@ -26,12 +30,15 @@ final class ServerContext: Sendable {
 
     init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
          writePath: any ProfileWritePath, writer: WriteCoordinator, tokens: TokenRegistry,
-         statistics: ServerStatistics, workerCount: Int) {
+         statistics: ServerStatistics, workerCount: Int, fetcher: FetchCoordinator? = nil) {
         self.configuration = configuration
         self.cache = cache
         self.store = store
         self.writePath = writePath
         self.writer = writer
+        shared = store as? any SharedProfileStore
+        precondition((shared == nil) == (fetcher == nil), "a shared store is read by fetchers, and only it")
+        self.fetcher = fetcher
         self.tokens = tokens
         self.statistics = statistics
         workerStatistics = (0..<workerCount).map { _ in WorkerStatistics() }

@@ -13,6 +13,8 @@ struct RequestCounters {
     var cacheHits = 0
     var cacheMisses = 0
     var errors = 0
+    /// Lookups of a shared store that bypassed the cache because its lease had run out.
+    var leaseExpiredReads = 0
 }
 
 /// Published copies of one worker's counters.
@@ -25,6 +27,7 @@ final class WorkerStatistics: Sendable {
     let cacheHits = Atomic<Int>(0)
     let cacheMisses = Atomic<Int>(0)
     let errors = Atomic<Int>(0)
+    let leaseExpiredReads = Atomic<Int>(0)
 
     func publish(_ c: RequestCounters) {
         getLookups.store(c.getLookups, ordering: .relaxed)
@@ -33,6 +36,7 @@ final class WorkerStatistics: Sendable {
         cacheHits.store(c.cacheHits, ordering: .relaxed)
         cacheMisses.store(c.cacheMisses, ordering: .relaxed)
         errors.store(c.errors, ordering: .relaxed)
+        leaseExpiredReads.store(c.leaseExpiredReads, ordering: .relaxed)
     }
 }
 

@@ -12,6 +12,8 @@ enum WorkerMessage: @unchecked Sendable {
     case accepted(fd: Int32, front: Front, sessionId: Int)
     /// The writer answered these jobs (all of this worker's connections), in commit order.
     case answered([WriteJob])
+    /// A fetcher read what these jobs asked for (all of this worker's connections).
+    case fetched([ReadJob])
     /// Another worker hands over a connection with no writes in flight (see `LoopPolicy`).
     case moved(Connection)
     /// Stop accepting work: answer what arrived, then close every connection and return.
@@ -56,6 +58,8 @@ final class Worker: @unchecked Sendable {
     var counters = RequestCounters()
     var reader: (any ProfileReader)?
     var jobs: [WriteJob] = []
+    /// Reads of a shared store this pass made, for the fetchers.
+    var fetchJobs: [ReadJob] = []
     let maxLine: Int
     /// A RESP read's values, copied out of the cache or the store row (`readProfile`).
     let fieldScratch: UnsafeMutableRawPointer
@@ -169,6 +173,7 @@ final class Worker: @unchecked Sendable {
             switch message {
             case .accepted(let fd, let front, let sessionId): adopt(fd, front, sessionId: sessionId)
             case .answered(let answered): deliver(answered)
+            case .fetched(let fetched): deliver(fetched)
             case .moved(let connection): attach(connection)
             case .stop: beginStopping()
             }
@@ -218,6 +223,26 @@ final class Worker: @unchecked Sendable {
             case .resp(let write): writeRESPAnswer(job, write)
             }
             connection.writesInFlight -= 1
+        }
+        if let open = current { finishPass(open) }
+    }
+
+    /// Answers reads made by the fetchers; a connection whose reads are all answered resumes.
+    private func deliver(_ fetched: [ReadJob]) {
+        var current: Connection? = nil
+        let now = monotonicNanos()
+        passStart = now
+        let latency = context.latency[index]
+        for job in fetched {
+            latency.record(job.verb, nanos: now - job.startNanos, count: 1)
+            requestsAnswered += 1
+            let connection = job.connection
+            precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
+            guard connection.phase != .closed else { continue }
+            if let open = current, open !== connection { finishPass(open) }
+            current = connection
+            answerFetched(job)
+            connection.readsInFlight -= 1
         }
         if let open = current { finishPass(open) }
     }
@@ -281,7 +306,7 @@ final class Worker: @unchecked Sendable {
     /// lives in the connection. Not with writes in flight, whose answers come to this worker,
     /// nor half closed, which only a pass over it here would finish.
     private func movableConnections() -> [Connection] {
-        connections.values.filter { $0.phase == .serving && $0.writesInFlight == 0 && !$0.peerClosed }
+        connections.values.filter { $0.phase == .serving && $0.jobsInFlight == 0 && !$0.peerClosed }
     }
 
     /// Hands a connection between requests to another worker; keeps it if that one has stopped.
@@ -325,7 +350,7 @@ final class Worker: @unchecked Sendable {
         } else {
             // Never more than the front's input limit buffered: a request longer than that is
             // refused, not stored.
-            if !connection.peerClosed && connection.writesInFlight == 0 {
+            if !connection.peerClosed && connection.jobsInFlight == 0 {
                 let room = connection.pendingRoom()
                 if room.count > 0 {
                     let n = recv(connection.fd, room.baseAddress!, room.count, 0)
@@ -374,6 +399,10 @@ final class Worker: @unchecked Sendable {
             context.writer.submit(jobs)
             jobs.removeAll(keepingCapacity: true)
         }
+        if !fetchJobs.isEmpty {
+            context.fetcher!.submit(fetchJobs)
+            fetchJobs.removeAll(keepingCapacity: true)
+        }
         context.workerStatistics[index].publish(counters)
         if passVerbsSeen != 0 { recordPassLatency() }
         if connection.phase == .closed {
@@ -382,7 +411,7 @@ final class Worker: @unchecked Sendable {
         }
         flush(connection)
         guard connection.phase != .closed else { return }
-        let idle = connection.writesInFlight == 0 && connection.queuedOutput == 0
+        let idle = connection.jobsInFlight == 0 && connection.queuedOutput == 0
         if idle && (connection.phase == .closing || (connection.peerClosed && !hasCompleteRequest(connection))) {
             close(connection)
             return
@@ -458,7 +487,7 @@ final class Worker: @unchecked Sendable {
     private func updateInterest(_ connection: Connection) {
         let backlogged = connection.queuedOutput >= context.configuration.outputHighWater
         let wantRead = connection.phase == .serving && !connection.peerClosed
-            && connection.writesInFlight == 0 && !backlogged
+            && connection.jobsInFlight == 0 && !backlogged
         if wantRead != connection.reading {
             if wantRead { event_add(connection.readEvent, nil) } else { event_del(connection.readEvent) }
             connection.reading = wantRead
@@ -470,7 +499,7 @@ final class Worker: @unchecked Sendable {
         }
         // Requests left by the per-wake-up budget or by waiting for writes: come back to them on
         // the next loop turn, after other connections had theirs.
-        if connection.phase == .serving && connection.writesInFlight == 0 && !backlogged && hasCompleteRequest(connection) {
+        if connection.phase == .serving && connection.jobsInFlight == 0 && !backlogged && hasCompleteRequest(connection) {
             event_active(connection.readEvent, Int32(EV_READ), 0)
         }
     }

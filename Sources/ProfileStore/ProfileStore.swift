@@ -140,6 +140,65 @@ public struct WritePathStatistics: Sendable {
     public init() {}
 }
 
+/// A store several servers share over the network (PostgreSQL). Its reads take a round trip,
+/// so no event loop makes them: fetcher threads do, for many requests at once. Writes made
+/// anywhere reach this server as invalidations of its cache, which may answer only while the
+/// store vouches that every invalidation up to a recent moment has arrived (the lease).
+///
+/// Threading: thread-safe, as `ProfileStore`.
+public protocol SharedProfileStore: ProfileStore {
+    /// A reader for one fetcher thread.
+    func makeSharedReader() throws -> any SharedProfileReader
+    /// Starts following changes made anywhere, on the store's own thread: `invalidate` gets
+    /// the ids of changed profiles; `invalidateAll` is called when any cached value may be
+    /// stale (a FLUSHALL, or a reconnect that may have missed changes).
+    func follow(invalidate: @escaping @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void,
+                invalidateAll: @escaping @Sendable () -> Void) throws
+    /// Whether the cache may answer at `now` (monotonic nanoseconds): every change committed
+    /// before a moment at most the lease ago has been passed to `invalidate`.
+    func cacheMayAnswer(at now: Int) -> Bool
+    /// Why the store cannot serve now (nil when it can), for /healthz.
+    var unreachableReason: String? { get }
+    /// Counters for STATS and /metrics.
+    var sharedStatistics: SharedStoreStatistics { get }
+    /// Stops following; the last call.
+    func stopFollowing()
+}
+
+/// Reads of a shared store, each a round trip.
+///
+/// Threading: not thread-safe; one fetcher thread owns each.
+public protocol SharedProfileReader: AnyObject {
+    /// Looks up every id in one round trip; `found` gets the index of each id that has a
+    /// profile, with its row (views valid during the call).
+    func lookup(_ userIds: [UnsafeRawBufferPointer], _ found: (Int, ProfileRow) -> Void) throws(StoreError)
+    /// The profiles in the table now.
+    func count() throws(StoreError) -> Int
+    /// As `ProfileReader.recent`.
+    func recent(limit: Int, _ each: (ProfileRow) -> Void) throws(StoreError)
+    /// As `ProfileReader.scan`.
+    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws(StoreError)
+}
+
+/// A shared store's counters.
+///
+/// A plain value; any thread.
+public struct SharedStoreStatistics: Sendable {
+    public var invalidationsReceived = 0
+    /// Seconds from a change's commit to its invalidation arriving, as histogram buckets
+    /// (counts per upper bound in `invalidationLagBounds`, then the count above the last), their
+    /// count and sum.
+    public var invalidationLagBuckets: [Int] = []
+    public var invalidationLagCount = 0
+    public var invalidationLagSumSeconds = 0.0
+    public var reconnects = 0
+
+    public init() {}
+
+    /// Upper bounds of the invalidation lag buckets, in seconds.
+    public static let invalidationLagBounds: [Double] = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+}
+
 /// A store: hands out readers and writers.
 ///
 /// Threading: thread-safe. Any thread may ask for a reader or a writer; the

@@ -1,0 +1,204 @@
+import ProfileCache
+import ProfileProtocol
+import ProfileStore
+import ProfileSystem
+import RESPProtocol
+
+/// A read no event loop may make (a shared store's, a network round trip) on its way to a
+/// fetcher thread and back: the request it answers, what to read, and what was read.
+///
+/// Created by a worker, filled in by a fetcher, answered by the same worker: each side touches
+/// it only while the other cannot (the queue hand-offs order the accesses).
+final class ReadJob: @unchecked Sendable {
+    enum Request {
+        /// The line protocol's GET, EXISTS or MGET; the ids are the arguments.
+        case line(Verb)
+        /// A RESP command that reads keys (a key read, EXISTS); the arguments are the request's.
+        case resp(RESPCommandName)
+        /// COUNT, or RESP's DBSIZE.
+        case count(Front)
+        /// RECENT.
+        case recent(limit: Int)
+        /// The line protocol's SCAN: after argument 0 (when there is one).
+        case scan(limit: Int)
+        /// RESP's SCAN: the request's arguments, read again when answering; after `after`.
+        case respScan(after: [UInt8], limit: Int)
+    }
+
+    let connection: Connection
+    unowned let worker: Worker
+    let request: Request
+    let verb: Verb
+    let startNanos: Int
+    private let arguments: ArgumentStore
+    /// The ids to look up: argument indices, with `keyPrefix` bytes to skip in each.
+    let lookups: [Int]
+    let keyPrefix: Int
+    /// For each lookup, the cache's ticket for filling it in, or nil when it may not be
+    /// (the cache could not vouch for what it held: the lease had run out).
+    let tickets: [FillTicket?]
+
+    // Filled in by the fetcher.
+    /// For each lookup, the profile found: ranges of its name and portraitUri in `values`.
+    private(set) var found: [(name: Range<Int>, portraitUri: Range<Int>)?] = []
+    /// RECENT's and SCAN's rows: ranges of each id, name and portraitUri in `values`.
+    private(set) var rows: [(userId: Range<Int>, name: Range<Int>, portraitUri: Range<Int>)] = []
+    private(set) var values: [UInt8] = []
+    var count = 0
+    var failure: String?
+
+    init(connection: Connection, request: Request, verb: Verb, arguments count: Int,
+         argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?]) {
+        self.connection = connection
+        worker = connection.worker
+        self.request = request
+        self.verb = verb
+        startNanos = worker.passStart
+        arguments = ArgumentStore(count: count, argument: argument)
+        self.lookups = lookups
+        self.keyPrefix = keyPrefix
+        self.tickets = tickets
+    }
+
+    func argument(_ i: Int) -> UnsafeRawBufferPointer { arguments.argument(i) }
+    var argumentCount: Int { arguments.count }
+
+    /// Lookup `index`'s id.
+    func userId(_ index: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: argument(lookups[index])[keyPrefix...])
+    }
+
+    /// Lookup `index`'s profile, if it has one: views into the job, valid while it lives.
+    func profile(_ index: Int) -> HashValues? {
+        guard let found = found[index] else { return nil }
+        return values.withUnsafeBytes { bytes in
+            HashValues(name: UnsafeRawBufferPointer(rebasing: bytes[found.name]),
+                       portraitUri: UnsafeRawBufferPointer(rebasing: bytes[found.portraitUri]))
+        }
+    }
+
+    var rowCount: Int { rows.count }
+
+    /// Row `index` of RECENT or SCAN, views valid while the job lives.
+    func row(_ index: Int) -> ProfileRow {
+        let row = rows[index]
+        return values.withUnsafeBytes { bytes in
+            ProfileRow(userId: UnsafeRawBufferPointer(rebasing: bytes[row.userId]),
+                       name: UnsafeRawBufferPointer(rebasing: bytes[row.name]),
+                       portraitUri: UnsafeRawBufferPointer(rebasing: bytes[row.portraitUri]))
+        }
+    }
+
+    fileprivate func startLookups() { found = Array(repeating: nil, count: lookups.count) }
+
+    fileprivate func record(found index: Int, _ row: ProfileRow) {
+        found[index] = (append(row.name), append(row.portraitUri))
+    }
+
+    fileprivate func record(row: ProfileRow) {
+        rows.append((append(row.userId), append(row.name), append(row.portraitUri)))
+    }
+
+    private func append(_ bytes: UnsafeRawBufferPointer) -> Range<Int> {
+        let start = values.count
+        values.append(contentsOf: bytes)
+        return start..<values.count
+    }
+}
+
+/// The fetchers: threads that make the reads of a shared store for every worker. Each takes
+/// every job queued when it wakes and looks up all of their ids in one round trip, as the
+/// writer gathers writes into one commit; counts and listings go one by one.
+///
+/// Workers call `submit` from their threads; each fetcher thread runs `run` with a reader of
+/// its own.
+final class FetchCoordinator: @unchecked Sendable {
+    private let lock = ConditionLock()
+    private var queue: [ReadJob] = []
+    private var stopping = false
+
+    func submit(_ jobs: [ReadJob]) {
+        lock.lock()
+        queue.append(contentsOf: jobs)
+        lock.unlock()
+        lock.signal()
+    }
+
+    /// Asks every fetcher to finish once the queue is empty.
+    func stop() {
+        lock.lock()
+        stopping = true
+        lock.unlock()
+        lock.broadcast()
+    }
+
+    /// A fetcher thread's loop: returns after `stop` once every queued job is answered.
+    func run(_ reader: any SharedProfileReader) {
+        var batch: [ReadJob] = []
+        while true {
+            lock.lock()
+            while queue.isEmpty && !stopping { lock.wait() }
+            if queue.isEmpty {
+                lock.unlock()
+                return
+            }
+            swap(&batch, &queue)
+            lock.unlock()
+            fetch(batch, reader)
+            var byWorker: [(worker: Worker, jobs: [ReadJob])] = []
+            for job in batch {
+                if let i = byWorker.firstIndex(where: { $0.worker === job.worker }) {
+                    byWorker[i].jobs.append(job)
+                } else {
+                    byWorker.append((job.worker, [job]))
+                }
+            }
+            for (worker, jobs) in byWorker { worker.post(.fetched(jobs)) }
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+
+    private func fetch(_ batch: [ReadJob], _ reader: any SharedProfileReader) {
+        // Every lookup of the batch in one round trip.
+        var ids: [UnsafeRawBufferPointer] = []
+        var owners: [(job: ReadJob, index: Int)] = []
+        for job in batch where !job.lookups.isEmpty {
+            job.startLookups()
+            for index in job.lookups.indices {
+                ids.append(job.userId(index))
+                owners.append((job, index))
+            }
+        }
+        if !ids.isEmpty {
+            do throws(StoreError) {
+                try reader.lookup(ids) { index, row in owners[index].job.record(found: owners[index].index, row) }
+            } catch {
+                Log.warn("a read of the shared store failed", ["error": "\(error)"])
+                for job in batch where !job.lookups.isEmpty { job.failure = error.reason }
+            }
+        }
+        for job in batch {
+            do throws(StoreError) {
+                switch job.request {
+                case .line, .resp:
+                    break
+                case .count:
+                    job.count = try reader.count()
+                case .recent(let limit):
+                    try reader.recent(limit: limit) { job.record(row: $0) }
+                case .scan(let limit):
+                    let after = job.argumentCount > 0 ? job.argument(0) : UnsafeRawBufferPointer(start: nil, count: 0)
+                    try reader.scan(after: after, limit: limit) { job.record(row: $0) }
+                case .respScan(let after, let limit):
+                    let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(after.count, 1), alignment: 1)
+                    defer { copy.deallocate() }
+                    copy.copyBytes(from: after)
+                    try reader.scan(after: UnsafeRawBufferPointer(rebasing: copy[..<after.count]), limit: limit) { job.record(row: $0) }
+                }
+            } catch {
+                Log.warn("a read of the shared store failed", ["error": "\(error)"])
+                job.failure = error.reason
+            }
+        }
+    }
+}
