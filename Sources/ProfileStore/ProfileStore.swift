@@ -199,14 +199,22 @@ public struct SharedStoreStatistics: Sendable {
     public static let invalidationLagBounds: [Double] = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 }
 
-/// A store: hands out readers and writers.
+/// A store: hands out the server's write path.
 ///
-/// Threading: thread-safe. Any thread may ask for a reader or a writer; the
-/// reader or writer then stays on the thread that uses it.
+/// Threading: thread-safe. Any thread may ask for the write path, which then stays on the
+/// thread that uses it.
 public protocol ProfileStore: AnyObject, Sendable {
-    func makeReader() throws -> any ProfileReader
     /// The server's write path. At most one per store.
     func openWritePath() throws -> any ProfileWritePath
     /// Names the store in logs, e.g. its path.
     var description: String { get }
+}
+
+/// A store of this server's own (SQLite in its cache directory): reading it takes no round
+/// trip, so each worker reads it itself.
+///
+/// Threading: thread-safe. Any thread may ask for a reader, which then stays on the thread
+/// that uses it.
+public protocol LocalProfileStore: ProfileStore {
+    func makeReader() throws -> any ProfileReader
 }

@@ -23,7 +23,7 @@ public enum SynchronousMode: Sendable {
 ///
 /// Threading: thread-safe. Any thread may make readers and writers; each of those then
 /// belongs to one thread at a time.
-public final class SQLiteProfileStore: ProfileStore {
+public final class SQLiteProfileStore: LocalProfileStore {
     /// PRAGMA user_version of a file this build writes.
     public static let schemaVersion: Int32 = Schema.version
     /// Rows a merge writes per transaction unless told otherwise: a range takes a fraction of

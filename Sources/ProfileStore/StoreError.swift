@@ -23,6 +23,11 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         case locked
         /// Abandoned at the caller's request (SQLITE_INTERRUPT); nothing was changed.
         case interrupted
+        /// A shared store's server could not be reached, or broke off; nothing was changed.
+        case unreachable
+        /// A shared store's commit may or may not have happened: the connection broke during
+        /// COMMIT and the outcome could not be found out in time.
+        case outcomeUnknown
         /// Anything else.
         case other
     }
@@ -65,6 +70,8 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         case .newerSchema: "the store was written by a newer profiled"
         case .locked: "the store is in use by another process"
         case .interrupted: "the work was abandoned before it changed anything"
+        case .unreachable: "the shared store cannot be reached"
+        case .outcomeUnknown: "outcome unknown"
         case .other: "the store failed"
         }
         return "\(phrase) (code \(resultCode))"
@@ -108,6 +115,8 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
             return "Reading or writing \(path) failed: \(cause)\(statement)."
         case .interrupted:
             return "Work on \(path) was abandoned before it changed anything: \(cause)\(statement)."
+        case .unreachable, .outcomeUnknown:
+            return message
         case .other:
             return "The store at \(path) failed: \(cause)\(statement)."
         }

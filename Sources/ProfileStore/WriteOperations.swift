@@ -84,6 +84,19 @@ public struct WriteOutcomes {
     let frame: UnsafeRawPointer
     let side: UnsafeRawPointer
 
+    /// Outcomes whose rows lie in `bytes` (a store without a log frame keeps them there).
+    public init(_ states: UnsafeBufferPointer<OperationOutcome>, bytes: UnsafeRawPointer) {
+        self.states = states
+        frame = bytes
+        side = bytes
+    }
+
+    init(states: UnsafeBufferPointer<OperationOutcome>, frame: UnsafeRawPointer, side: UnsafeRawPointer) {
+        self.states = states
+        self.frame = frame
+        self.side = side
+    }
+
     /// The profile's state before the operation (for `.read`: as it is).
     public func before(_ index: Int) -> ProfileState { states[index].before }
 
@@ -112,7 +125,9 @@ public struct WriteOutcomes {
 
 /// One operation's outcome inside a commit: its state before, and where its row after lies in
 /// the commit's bytes (its log frame, or its side buffer when `inSide`).
-struct OperationOutcome {
+///
+/// A plain value; any thread.
+public struct OperationOutcome: Sendable {
     var before: ProfileState
     var exists: Bool
     var changed: Bool
@@ -120,6 +135,24 @@ struct OperationOutcome {
     var userId: Range<Int>
     var name: Range<Int>
     var portraitUri: Range<Int>
+
+    /// An outcome whose row after (when `exists`) lies at these ranges of the unit's bytes.
+    public init(before: ProfileState, exists: Bool, changed: Bool, userId: Range<Int>, name: Range<Int>,
+                portraitUri: Range<Int>) {
+        self.init(before: before, exists: exists, changed: changed, inSide: false, userId: userId, name: name,
+                  portraitUri: portraitUri)
+    }
+
+    init(before: ProfileState, exists: Bool, changed: Bool, inSide: Bool, userId: Range<Int>, name: Range<Int>,
+         portraitUri: Range<Int>) {
+        self.before = before
+        self.exists = exists
+        self.changed = changed
+        self.inSide = inSide
+        self.userId = userId
+        self.name = name
+        self.portraitUri = portraitUri
+    }
 
     static let none = OperationOutcome(before: .absent, exists: false, changed: false, inSide: false,
                                        userId: 0..<0, name: 0..<0, portraitUri: 0..<0)

@@ -1,0 +1,355 @@
+import ProfilePostgres
+import ProfileStore
+import ProfileSystem
+
+/// The server's writes into the shared store: each group commit is one PostgreSQL
+/// transaction.
+///
+/// A commit takes an advisory lock on the hash of every id it touches, in hash order, so that
+/// two nodes' commits over the same ids wait for each other instead of deadlocking (a
+/// deadlock with another program's plain SQL is retried inside); reads the rows as they are;
+/// works every operation out in order, in memory, as the SQLite write path does; and writes
+/// what changed in one statement of each kind: an upsert of every profile that ends up
+/// present, in id order, with write sequences drawn in operation order (so later triples of an
+/// MSET are newer for RECENT), and a delete of those that end up absent. A commit whose
+/// connection breaks during COMMIT asks PostgreSQL what became of its transaction
+/// (`txid_status`) before answering.
+///
+/// Threading: the writer thread.
+final class PostgresWritePath: ProfileWritePath {
+    private let store: PostgresProfileStore
+    private var connection: PostgresConnection?
+
+    init(store: PostgresProfileStore) {
+        self.store = store
+    }
+
+    var rowCount: Int { store.rowCount }
+
+    /// The write buffer's counters are a local store's; a shared store has none.
+    var statistics: WritePathStatistics { WritePathStatistics() }
+
+    var unhealthyReason: String? { store.unreachableReason }
+
+    func close() throws {
+        connection?.close()
+        connection = nil
+    }
+
+    func commit(_ units: [any WriteUnit], knownProfile: (UnsafeRawBufferPointer) -> KnownProfile,
+                report: (Int, WriteResult) -> Void) {
+        let deadline = monotonicNanos() + PostgresProfileStore.statementNanos
+        switch commitRetrying(units, deadline: deadline) {
+        case .success(let planned):
+            planned.report(report)
+        case .failure(let error) where units.count > 1 && error.kind == .other:
+            // The server refused something of one unit: the others go in without it.
+            for (index, unit) in units.enumerated() {
+                switch commitRetrying([unit], deadline: monotonicNanos() + PostgresProfileStore.statementNanos) {
+                case .success(let planned): planned.report { _, result in report(index, result) }
+                case .failure(let error): report(index, .failed(error))
+                }
+            }
+        case .failure(let error):
+            for index in units.indices { report(index, .failed(error)) }
+        }
+    }
+
+    /// Commits, again after a deadlock or a serialization failure, until the deadline.
+    private func commitRetrying(_ units: [any WriteUnit], deadline: Int) -> Result<PlannedCommit, StoreError> {
+        while true {
+            do {
+                return .success(try commitOnce(units, deadline: deadline))
+            } catch let error as PostgresError {
+                if let sqlstate = error.sqlstate, sqlstate == "40P01" || sqlstate == "40001", monotonicNanos() < deadline {
+                    continue
+                }
+                if error.sqlstate == nil {
+                    connection?.close()
+                    connection = nil
+                    store.noteReachable(false, error.description)
+                }
+                return .failure(store.storeError(error))
+            } catch let outcome as CommitOutcomeError {
+                return .failure(outcome.error)
+            } catch {
+                preconditionFailure("a commit failed with \(error)")
+            }
+        }
+    }
+
+    private func connected(deadline: Int) throws(PostgresError) -> PostgresConnection {
+        if let connection, !connection.isBroken { return connection }
+        let opened = try store.connect("profiled", deadline: deadline)
+        connection = opened
+        return opened
+    }
+
+    private func commitOnce(_ units: [any WriteUnit], deadline: Int) throws -> PlannedCommit {
+        let connection = try connected(deadline: deadline)
+        var plan = PlannedCommit(units)
+        try connection.execute("BEGIN", deadline: deadline)
+        do {
+            let transaction = try connection.query("SELECT txid_current()", deadline: deadline).string(0, 0) ?? ""
+            if !plan.ids.isEmpty {
+                let literal = plan.idsLiteral
+                _ = try connection.query("""
+                    SELECT pg_advisory_xact_lock($1::int, hash)
+                    FROM (SELECT DISTINCT hashtext(id) AS hash FROM unnest($2::text[]) AS id ORDER BY 1) AS hashes
+                    """, [Array(String(PostgresSchema.rowLockNamespace).utf8), literal], deadline: deadline)
+                let rows = try connection.query("SELECT user_id, name, portrait_uri FROM profiles WHERE user_id = ANY($1::text[])",
+                                                [literal], deadline: deadline)
+                for row in 0..<rows.rowCount {
+                    withRow(rows, row) { profile in plan.found(profile) }
+                }
+            }
+            plan.work()
+            if plan.clears { try connection.execute("TRUNCATE profiles", deadline: deadline) }
+            let present = plan.presentAfter
+            if !present.isEmpty {
+                let sequences = try connection.query(
+                    "SELECT nextval('profiles_seq') FROM generate_series(1, $1::int) ORDER BY 1",
+                    [Array(String(present.count).utf8)], deadline: deadline)
+                let upsert = plan.upsertParameters(present) { sequences.int($0, 0) ?? 0 }
+                _ = try connection.query("""
+                    INSERT INTO profiles (user_id, name, portrait_uri, seq)
+                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) ORDER BY 1
+                    ON CONFLICT (user_id) DO UPDATE
+                    SET name = EXCLUDED.name, portrait_uri = EXCLUDED.portrait_uri, seq = EXCLUDED.seq
+                    """, upsert, deadline: deadline)
+            }
+            let removed = plan.removedAfter
+            if !removed.isEmpty {
+                _ = try connection.query("DELETE FROM profiles WHERE user_id = ANY($1::text[])",
+                                         [plan.literal(of: removed)], deadline: deadline)
+            }
+            try finish(connection, transaction: transaction, deadline: deadline)
+        } catch let error as PostgresError {
+            if !connection.isBroken { try? connection.execute("ROLLBACK", deadline: deadline) }
+            throw error
+        }
+        if plan.clears {
+            store.setRowCount(plan.presentAfter.count)
+        } else {
+            store.adjustRowCount(by: plan.rowCountChange)
+        }
+        store.noteReachable(true)
+        return plan
+    }
+
+    /// COMMIT, and when the connection breaks during it, what became of the transaction.
+    private func finish(_ connection: PostgresConnection, transaction: String, deadline: Int) throws {
+        do {
+            try connection.execute("COMMIT", deadline: deadline)
+            return
+        } catch let error where error.kind == .connectionLost || error.kind == .timeout {
+            self.connection = nil
+            let decided = monotonicNanos() + PostgresProfileStore.statementNanos
+            while monotonicNanos() < decided {
+                var status: String? = nil
+                do throws(PostgresError) {
+                    let asking = try store.connect("profiled", deadline: decided)
+                    defer { asking.close() }
+                    status = try asking.query("SELECT txid_status($1::bigint)", [Array(transaction.utf8)], deadline: decided)
+                        .string(0, 0)
+                } catch {
+                    usleep(50_000)
+                    continue
+                }
+                switch status {
+                case "committed": return
+                case "aborted": throw error
+                default: usleep(10_000)
+                }
+            }
+            throw CommitOutcomeError(error: StoreError(
+                kind: .outcomeUnknown, resultCode: 0,
+                message: "the connection to PostgreSQL at \(store.description) broke during COMMIT and the outcome could not be found out: \(error)",
+                path: store.description,
+                clientReason: "outcome unknown: the connection to the shared store broke during COMMIT; the write may or may not have been applied"))
+        }
+    }
+}
+
+/// A commit whose outcome is unknown.
+private struct CommitOutcomeError: Error {
+    var error: StoreError
+}
+
+/// One group commit worked out in memory: the ids it touches, their rows as PostgreSQL had
+/// them, each operation's outcome, and what to write.
+///
+/// Threading: the writer thread.
+private struct PlannedCommit {
+    let units: [any WriteUnit]
+    /// Distinct ids, in the order they first appear.
+    private(set) var ids: [[UInt8]] = []
+    private var indexOf: [[UInt8]: Int] = [:]
+    /// Rows as PostgreSQL had them, by id index.
+    private var existing: [Int: (name: [UInt8], portraitUri: [UInt8])] = [:]
+    /// What the operations left so far, by id index (nil: absent); ids not here are as
+    /// `existing` has them, or absent once `clears`.
+    private var current: [Int: (name: [UInt8], portraitUri: [UInt8])?] = [:]
+    /// The last operation that wrote each id, for the order of write sequences.
+    private var lastWrite: [Int: Int] = [:]
+    private(set) var clears = false
+    /// Each operation's outcome, in unit order; rows after lie in `bytes`.
+    private var outcomes: [OperationOutcome] = []
+    private var bytes: [UInt8] = []
+    private var unitStarts: [Int] = []
+
+    init(_ units: [any WriteUnit]) {
+        self.units = units
+        for unit in units {
+            for index in 0..<unit.operationCount {
+                guard let userId = unit.operation(at: index).userId else { continue }
+                let id = Array(userId)
+                if indexOf[id] == nil {
+                    indexOf[id] = ids.count
+                    ids.append(id)
+                }
+            }
+        }
+    }
+
+    var idsLiteral: [UInt8] { literal(of: Array(ids.indices)) }
+
+    func literal(of indices: [Int]) -> [UInt8] {
+        PostgresArray.textLiteral(indices.map { ids[$0] })
+    }
+
+    mutating func found(_ row: ProfileRow) {
+        guard let index = indexOf[Array(row.userId)] else { return }
+        existing[index] = (Array(row.name), Array(row.portraitUri))
+    }
+
+    private func now(_ index: Int) -> (name: [UInt8], portraitUri: [UInt8])? {
+        if let value = current[index] { return value }
+        return clears ? nil : existing[index]
+    }
+
+    private static func state(_ row: (name: [UInt8], portraitUri: [UInt8])?) -> ProfileState {
+        guard let row else { return .absent }
+        return .present(hasName: !row.name.isEmpty, hasPortraitUri: !row.portraitUri.isEmpty)
+    }
+
+    /// Works every operation out in order.
+    mutating func work() {
+        var serial = 0
+        for unit in units {
+            unitStarts.append(outcomes.count)
+            for index in 0..<unit.operationCount {
+                serial += 1
+                apply(unit.operation(at: index), serial: serial)
+            }
+        }
+    }
+
+    private mutating func apply(_ operation: WriteOperation, serial: Int) {
+        func record(_ index: Int, before: ProfileState, after: (name: [UInt8], portraitUri: [UInt8])?, changed: Bool) {
+            var userId = 0..<0, name = 0..<0, portraitUri = 0..<0
+            if let after {
+                userId = append(ids[index])
+                name = append(after.name)
+                portraitUri = append(after.portraitUri)
+            } else if changed {
+                userId = append(ids[index])
+            }
+            outcomes.append(OperationOutcome(before: before, exists: after != nil, changed: changed,
+                                             userId: userId, name: name, portraitUri: portraitUri))
+            if changed {
+                current[index] = .some(after)
+                lastWrite[index] = serial
+            }
+        }
+        switch operation {
+        case .put(let userId, let name, let portraitUri):
+            let index = indexOf[Array(userId)]!
+            record(index, before: Self.state(now(index)), after: (Array(name), Array(portraitUri)), changed: true)
+        case .patch(let userId, let nameEdit, let portraitUriEdit, let createsMissing, let removesEmptied):
+            let index = indexOf[Array(userId)]!
+            let old = now(index)
+            guard old != nil || createsMissing else {
+                return record(index, before: .absent, after: nil, changed: false)
+            }
+            func edit(_ edit: FieldEdit, _ value: [UInt8]) -> ([UInt8], Bool) {
+                switch edit {
+                case .keep: (value, false)
+                case .set(let new): (Array(new), true)
+                case .setIfEmpty(let new): value.isEmpty ? (Array(new), true) : (value, false)
+                }
+            }
+            let (name, nameChanged) = edit(nameEdit, old?.name ?? [])
+            let (portraitUri, portraitUriChanged) = edit(portraitUriEdit, old?.portraitUri ?? [])
+            if removesEmptied && name.isEmpty && portraitUri.isEmpty {
+                return record(index, before: Self.state(old), after: nil, changed: old != nil)
+            }
+            let changed = nameChanged || portraitUriChanged || old == nil
+            record(index, before: Self.state(old), after: (name, portraitUri), changed: changed)
+        case .remove(let userId):
+            let index = indexOf[Array(userId)]!
+            let old = now(index)
+            record(index, before: Self.state(old), after: nil, changed: old != nil)
+        case .read(let userId):
+            let index = indexOf[Array(userId)]!
+            let old = now(index)
+            record(index, before: Self.state(old), after: old, changed: false)
+        case .removeAll:
+            clears = true
+            current.removeAll()
+            lastWrite.removeAll()
+            outcomes.append(OperationOutcome(before: .absent, exists: false, changed: true, userId: 0..<0, name: 0..<0,
+                                             portraitUri: 0..<0))
+        }
+    }
+
+    private mutating func append(_ value: [UInt8]) -> Range<Int> {
+        let start = bytes.count
+        bytes.append(contentsOf: value)
+        return start..<bytes.count
+    }
+
+    /// Ids written that end up present, by their last write: the order write sequences go in.
+    var presentAfter: [Int] {
+        lastWrite.keys.filter { current[$0].map { $0 != nil } ?? false }.sorted { lastWrite[$0]! < lastWrite[$1]! }
+    }
+
+    /// Ids that end up absent and that PostgreSQL has (after a TRUNCATE, none).
+    var removedAfter: [Int] {
+        guard !clears else { return [] }
+        return current.keys.filter { current[$0]! == nil && existing[$0] != nil }.sorted()
+    }
+
+    /// The upsert's four arrays, `present` in order, sequence `i` from `sequence(i)`.
+    func upsertParameters(_ present: [Int], sequence: (Int) -> Int) -> [[UInt8]?] {
+        let rows = present.map { current[$0]!! }
+        return [
+            literal(of: present),
+            PostgresArray.textLiteral(rows.map(\.name)),
+            PostgresArray.textLiteral(rows.map(\.portraitUri)),
+            PostgresArray.bigintLiteral((0..<present.count).map { Int64(sequence($0)) }),
+        ]
+    }
+
+    /// How the table's row count changed, when it was not emptied.
+    var rowCountChange: Int {
+        var change = 0
+        for index in ids.indices where (existing[index] != nil) != (now(index) != nil) {
+            change += existing[index] == nil ? 1 : -1
+        }
+        return change
+    }
+
+    /// Reports each unit's outcomes.
+    func report(_ report: (Int, WriteResult) -> Void) {
+        bytes.withUnsafeBytes { raw in
+            outcomes.withUnsafeBufferPointer { all in
+                for (index, start) in unitStarts.enumerated() {
+                    let end = index + 1 < unitStarts.count ? unitStarts[index + 1] : all.count
+                    let states = UnsafeBufferPointer(rebasing: all[start..<end])
+                    report(index, .committed(WriteOutcomes(states, bytes: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!)))
+                }
+            }
+        }
+    }
+}
