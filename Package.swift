@@ -22,6 +22,8 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent_core",
                        providers: [.apt(["libevent-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
         // One inline function: the CPU's prefetch, which Swift does not expose.
         .systemLibrary(name: "CPrefetch"),
         // Linux calls and constants the Glibc module leaves out (thread priority and names, accept4).
