@@ -37,6 +37,8 @@ let package = Package(
         .target(name: "RESPProtocol", swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
+        // One libpq connection with a deadline on every call, for stores shared by several nodes.
+        .target(name: "ProfilePostgres", dependencies: ["CPostgres", "ProfileSystem"]),
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore"],
                 swiftSettings: hotPath),
