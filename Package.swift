@@ -57,6 +57,8 @@ let package = Package(
         .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
+        // Against the throw-away PostgreSQL that Scripts/test starts (PROFILED_TEST_POSTGRES).
+        .testTarget(name: "ProfilePostgresTests", dependencies: ["ProfilePostgres", "ProfileSystem", "ProfileTestSupport"]),
         .testTarget(name: "ProfileServerTests",
                     dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileSystem", "CSQLite", "ProfileTestSupport"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),
