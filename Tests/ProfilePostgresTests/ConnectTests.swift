@@ -72,7 +72,7 @@ final class LoopbackSocket {
             let error = try #require(failure {
                 try PostgresConnection(conninfo: conninfo, applicationName: "profiled test", deadline: deadline(5000))
             })
-            #expect(millisecondsSince(start) < 1000)
+            #expect(millisecondsSince(start) < 2000)
             #expect(error.kind == .connect)
             #expect(error.description.hasPrefix("Cannot connect to PostgreSQL at 127.0.0.1:\(closed.port) "
                                                 + "(database profiles, user profiled): Connection refused"))
@@ -88,7 +88,7 @@ final class LoopbackSocket {
                                    applicationName: "profiled test", deadline: deadline(200))
         })
         let elapsed = millisecondsSince(start)
-        #expect(elapsed >= 190 && elapsed < 700, "took \(elapsed) ms")
+        #expect(elapsed >= 190 && elapsed < 1500, "took \(elapsed) ms")
         #expect(error.kind == .connect)
         #expect(error.description.hasPrefix("Cannot connect to PostgreSQL at 127.0.0.1:\(silent.port) (database profiled, "))
         #expect(error.description.hasSuffix("no answer before the deadline."))

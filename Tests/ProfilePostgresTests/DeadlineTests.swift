@@ -10,7 +10,7 @@ import Testing
         let start = monotonicNanos()
         let error = try #require(failure { try connection.query("SELECT pg_sleep(5)", deadline: deadline(200)) })
         let elapsed = millisecondsSince(start)
-        #expect(elapsed >= 190 && elapsed < 700, "took \(elapsed) ms")
+        #expect(elapsed >= 190 && elapsed < 1500, "took \(elapsed) ms")
         #expect(error.kind == .timeout)
         #expect(connection.isBroken)
         #expect(failure { try connection.query("SELECT 1", deadline: deadline(1000)) }?.kind == .connectionLost)
@@ -35,7 +35,7 @@ import Testing
         let start = monotonicNanos()
         let error = try #require(failure { try connection.query("SELECT 1", deadline: deadline(300)) })
         let elapsed = millisecondsSince(start)
-        #expect(elapsed >= 290 && elapsed < 800, "took \(elapsed) ms")
+        #expect(elapsed >= 290 && elapsed < 1500, "took \(elapsed) ms")
         #expect(error.kind == .timeout)
         #expect(error.description.hasSuffix("did not answer before the deadline: the statement was cancelled and the connection closed."))
     }
