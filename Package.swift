@@ -22,6 +22,8 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent_core",
                        providers: [.apt(["libevent-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
         // One inline function: the CPU's prefetch, which Swift does not expose.
         .systemLibrary(name: "CPrefetch"),
         // Linux calls and constants the Glibc module leaves out (thread priority and names, accept4).
@@ -35,6 +37,8 @@ let package = Package(
         .target(name: "RESPProtocol", swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
+        // One libpq connection with a deadline on every call, for stores shared by several nodes.
+        .target(name: "ProfilePostgres", dependencies: ["CPostgres", "ProfileSystem"]),
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore"],
                 swiftSettings: hotPath),
@@ -53,6 +57,8 @@ let package = Package(
         .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
+        // Against the throw-away PostgreSQL that Scripts/test starts (PROFILED_TEST_POSTGRES).
+        .testTarget(name: "ProfilePostgresTests", dependencies: ["ProfilePostgres", "ProfileSystem", "ProfileTestSupport"]),
         .testTarget(name: "ProfileServerTests",
                     dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileSystem", "CSQLite", "ProfileTestSupport"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),

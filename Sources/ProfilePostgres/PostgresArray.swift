@@ -1,0 +1,41 @@
+/// PostgreSQL array literals in the text format, to pass many values as one parameter
+/// (`WHERE user_id = ANY($1::text[])`, `unnest($1::text[], $2::text[])`).
+///
+/// Threading: stateless; any thread.
+public enum PostgresArray {
+    /// `{"a","b\"c"}`: every element quoted, so that none reads as NULL and spaces, commas and
+    /// braces stay in it; `"` and `\` escaped with a backslash. Elements are bytes, passed
+    /// through as they are (PostgreSQL checks they are valid in the database's encoding).
+    ///
+    /// - Parameter elements: any collections of bytes: `UnsafeRawBufferPointer`s, `[UInt8]`s,
+    ///   a string's `utf8`.
+    /// - Returns: the literal, for a `$n::text[]` parameter.
+    @inlinable
+    public static func textLiteral<Elements: Sequence>(_ elements: Elements) -> [UInt8]
+    where Elements.Element: Collection, Elements.Element.Element == UInt8 {
+        var literal: [UInt8] = [UInt8(ascii: "{")]
+        for element in elements {
+            if literal.count > 1 { literal.append(UInt8(ascii: ",")) }
+            literal.append(UInt8(ascii: "\""))
+            for byte in element {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { literal.append(UInt8(ascii: "\\")) }
+                literal.append(byte)
+            }
+            literal.append(UInt8(ascii: "\""))
+        }
+        literal.append(UInt8(ascii: "}"))
+        return literal
+    }
+
+    /// `{1,-2,3}`, for a `$n::bigint[]` parameter.
+    @inlinable
+    public static func bigintLiteral<Values: Sequence<Int64>>(_ values: Values) -> [UInt8] {
+        var literal: [UInt8] = [UInt8(ascii: "{")]
+        for value in values {
+            if literal.count > 1 { literal.append(UInt8(ascii: ",")) }
+            literal.append(contentsOf: String(value).utf8)
+        }
+        literal.append(UInt8(ascii: "}"))
+        return literal
+    }
+}
