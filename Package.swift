@@ -39,8 +39,11 @@ let package = Package(
         .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         // One libpq connection with a deadline on every call, for stores shared by several nodes.
         .target(name: "ProfilePostgres", dependencies: ["CPostgres", "ProfileSystem"]),
+        // The shared store: profiles in a PostgreSQL database several servers use at once.
+        .target(name: "ProfileStorePostgres", dependencies: ["ProfilePostgres", "ProfileStore", "ProfileSystem"]),
         .target(name: "ProfileServer",
-                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore"],
+                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore",
+                               "ProfileStorePostgres"],
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol"]),
         // What profilectl and profilebench do, as libraries their tests can reach.

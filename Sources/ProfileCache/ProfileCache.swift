@@ -176,6 +176,17 @@ public final class ProfileCache: @unchecked Sendable {
         }
     }
 
+    /// Forgets whatever is cached for `userId` (a profile or a remembered absence): another
+    /// server changed it. Invalidates the shard's outstanding fill tickets too, so that a read
+    /// that began before the change cannot put its older value back.
+    public func invalidate(_ userId: UnsafeRawBufferPointer) {
+        let hash = hasher.hash(userId)
+        let shard = shard(at: shardIndex(for: hash))
+        shard.withLock {
+            shard.state.pointee.invalidate(userId, hash: hash)
+        }
+    }
+
     /// Drops every entry (FLUSHALL) and invalidates every outstanding fill ticket.
     public func removeAll() {
         for index in 0..<shardCount {

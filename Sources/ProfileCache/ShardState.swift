@@ -138,6 +138,14 @@ struct ShardState: ~Copyable {
         }
     }
 
+    /// Forgets whatever is cached for `key`, and invalidates every outstanding ticket of the
+    /// shard, so that no read from before can put it back.
+    mutating func invalidate(_ key: UnsafeRawBufferPointer, hash: UInt64) {
+        epoch &+= 1
+        guard let found = find(key, hash: hash) else { return }
+        remove(found)
+    }
+
     private var recencyLinks: RecencyLinks { RecencyLinks(records: records.base!) }
     private var absenceLinks: AbsenceLinks { AbsenceLinks(records: records.base!) }
 

@@ -19,6 +19,14 @@ public struct ServerConfiguration: Sendable {
     public var respKeyPrefix: [UInt8] = []
     /// Database path; nil means the default location (see `SQLiteProfileStore.defaultPath`).
     public var databasePath: String? = nil
+    /// A libpq connection string: the store is then a PostgreSQL database that other servers
+    /// share (docs/CLUSTER.md), instead of the SQLite file.
+    public var postgres: String? = nil
+    /// How long the cache may answer after the newest heartbeat that came back through
+    /// PostgreSQL was sent: the most another server's write can take to be seen here.
+    public var leaseMilliseconds: Int = 1000
+    /// Threads that make the shared store's reads, each on a connection of its own.
+    var fetcherThreads: Int { 4 }
     public var cacheMegabytes: Int = 256
     /// Memory for writes committed and not yet merged into the store's table, in MiB.
     public var writeBufferMegabytes: Int = 256

@@ -4,6 +4,7 @@ import Glibc
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
+import ProfileStorePostgres
 import ProfileSystem
 
 /// A server that could not start: one clear sentence for the operator. A plain value; any
@@ -29,6 +30,8 @@ public final class Server {
     /// The next RESP connection's `CLIENT ID`.
     private var nextSessionId = 1
     private var metricsServer: MetricsServer?
+    /// A shared store's readers, one per fetcher thread, opened at start.
+    private var fetcherReaders: [any SharedProfileReader] = []
     private var resumeTimer: OpaquePointer?
     private var stopping = false
     static let mallocArenas: Int32 = 1
@@ -51,37 +54,58 @@ public final class Server {
         }
         if let problem = configuration.insecureBindProblem { throw StartupError(problem) }
 
-        let path = configuration.databasePath ?? SQLiteProfileStore.defaultPath { getenv($0).map { String(cString: $0) } }
-        let store: SQLiteProfileStore
-        let writePath: any ProfileWritePath
-        do {
-            store = try SQLiteProfileStore(path: path, synchronous: configuration.synchronous,
-                                           busyTimeoutMilliseconds: configuration.busyTimeoutMilliseconds,
-                                           writerCacheMebibytes: configuration.writerCacheMebibytes,
-                                           writeBufferBytes: configuration.writeBufferMegabytes * 1_048_576)
-            writePath = try store.openWritePath { message, error in Log.warn(message, ["error": error]) }
-        } catch {
-            throw StartupError("\(error)")
-        }
         let cache = ProfileCache(limitBytes: configuration.cacheMegabytes * 1_048_576)
         let statistics = ServerStatistics()
-        let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
         let threads = configuration.threads > 0 ? configuration.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        context = ServerContext(configuration: configuration, cache: cache, store: store, writePath: writePath,
-                                writer: writer, tokens: TokenRegistry(tokenTable), statistics: statistics,
-                                workerCount: threads)
+        var readers: [(any ProfileReader)?] = Array(repeating: nil, count: threads)
+        let storeDescription: String
+        if let conninfo = configuration.postgres {
+            let store: PostgresProfileStore
+            do {
+                store = try PostgresProfileStore(conninfo: conninfo, leaseMilliseconds: configuration.leaseMilliseconds) {
+                    message, error in Log.warn(message, ["error": error])
+                }
+                let writePath = try store.openWritePath()
+                fetcherReaders = try (0..<configuration.fetcherThreads).map { _ in try store.makeSharedReader() }
+                let fetcher = FetchCoordinator()
+                let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath, storeIsShared: true)
+                context = ServerContext(configuration: configuration, cache: cache, store: store, writePath: writePath,
+                                        writer: writer, tokens: TokenRegistry(tokenTable), statistics: statistics,
+                                        workerCount: threads, fetcher: fetcher)
+            } catch {
+                throw StartupError("\(error)")
+            }
+            storeDescription = "postgres \(store.description)"
+        } else {
+            let path = configuration.databasePath ?? SQLiteProfileStore.defaultPath { getenv($0).map { String(cString: $0) } }
+            let store: SQLiteProfileStore
+            let writePath: any ProfileWritePath
+            do {
+                store = try SQLiteProfileStore(path: path, synchronous: configuration.synchronous,
+                                               busyTimeoutMilliseconds: configuration.busyTimeoutMilliseconds,
+                                               writerCacheMebibytes: configuration.writerCacheMebibytes,
+                                               writeBufferBytes: configuration.writeBufferMegabytes * 1_048_576)
+                writePath = try store.openWritePath { message, error in Log.warn(message, ["error": error]) }
+            } catch {
+                throw StartupError("\(error)")
+            }
+            let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
+            context = ServerContext(configuration: configuration, cache: cache, store: store, writePath: writePath,
+                                    writer: writer, tokens: TokenRegistry(tokenTable), statistics: statistics,
+                                    workerCount: threads)
+            do {
+                for i in 0..<threads { readers[i] = try store.makeReader() }
+            } catch {
+                throw StartupError("cannot open a store reader: \(error)")
+            }
+            storeDescription = path
+        }
 
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
         base = event_base_new_with_config(config)
         event_config_free(config)
 
-        var readers: [any ProfileReader] = []
-        do {
-            for _ in 0..<threads { readers.append(try store.makeReader()) }
-        } catch {
-            throw StartupError("cannot open a store reader: \(error)")
-        }
         do {
             for i in 0..<threads { workers.append(try Worker(index: i, context: context, reader: readers[i])) }
             for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
@@ -111,8 +135,12 @@ public final class Server {
             }
         }
         raiseFileLimit(toFit: configuration.maxConnections)
-        Log.info("store opened", ["path": path, "sync": configuration.synchronous == .full ? "full" : "normal",
-                                  "write_buffer_mb": "\(configuration.writeBufferMegabytes)"])
+        if configuration.postgres != nil {
+            Log.info("store opened", ["postgres": storeDescription, "lease_ms": "\(configuration.leaseMilliseconds)"])
+        } else {
+            Log.info("store opened", ["path": storeDescription, "sync": configuration.synchronous == .full ? "full" : "normal",
+                                      "write_buffer_mb": "\(configuration.writeBufferMegabytes)"])
+        }
         Log.info("cache ready", ["limit_mb": "\(configuration.cacheMegabytes)", "threads": "\(threads)"])
     }
 
@@ -138,6 +166,21 @@ public final class Server {
         pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         let context = self.context
         let writerThread = startThread("writer") { context.writer.run() }
+        var fetcherThreads: [pthread_t] = []
+        if let fetcher = context.fetcher, let shared = context.shared {
+            for (index, reader) in fetcherReaders.enumerated() {
+                nonisolated(unsafe) let reader = reader
+                fetcherThreads.append(startThread("fetcher-\(index)") { fetcher.run(reader) })
+            }
+            fetcherReaders.removeAll()
+            let cache = context.cache
+            do {
+                try shared.follow(invalidate: { ids in for id in ids { cache.invalidate(id) } },
+                                  invalidateAll: { cache.removeAll() })
+            } catch {
+                Log.error("cannot follow the shared store's changes", ["error": "\(error)"])
+            }
+        }
         var workerThreads: [pthread_t] = []
         for worker in workers {
             workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })
@@ -173,8 +216,11 @@ public final class Server {
         Log.info("stopping: answering what arrived, then committing")
         for worker in workers { worker.post(.stop) }
         for thread in workerThreads { pthread_join(thread, nil) }
+        context.fetcher?.stop()
+        for thread in fetcherThreads { pthread_join(thread, nil) }
         context.writer.stop()
         pthread_join(writerThread, nil)
+        context.shared?.stopFollowing()
         // Then what is left of the write log goes into the table, and the WAL into the file.
         do {
             try context.writePath.close()

@@ -80,8 +80,9 @@ final class Worker: @unchecked Sendable {
     var readTransactionOpen = false
 
     /// - Parameter reader: the worker's own connection for cache misses, opened by the caller
-    ///   so that a store that cannot be read fails the start, not a worker thread later.
-    init(index: Int, context: ServerContext, reader: any ProfileReader) throws(SystemError) {
+    ///   so that a store that cannot be read fails the start, not a worker thread later; nil
+    ///   for a shared store, which the fetchers read.
+    init(index: Int, context: ServerContext, reader: (any ProfileReader)?) throws(SystemError) {
         self.index = index
         self.context = context
         self.reader = reader

@@ -21,6 +21,10 @@ final class WriteCoordinator: @unchecked Sendable {
     private let cache: ProfileCache
     private let statistics: ServerStatistics
     private let writePath: any ProfileWritePath
+    /// Set when other servers write the same store: a committed write then drops the cached
+    /// entry instead of replacing it, since a newer write of another server's may have been
+    /// invalidated already between this commit and this update.
+    private let storeIsShared: Bool
     /// Encodes VALUE lines for the cache; writer thread only.
     private let scratch: UnsafeMutableRawPointer
     private let scratchCapacity = 65536
@@ -31,10 +35,11 @@ final class WriteCoordinator: @unchecked Sendable {
     /// The ids of a batch, for `ProfileCache.prefetch`; writer thread only.
     private var prefetchSlots: UnsafeMutableBufferPointer<PrefetchSlot>
 
-    init(cache: ProfileCache, statistics: ServerStatistics, writePath: any ProfileWritePath) {
+    init(cache: ProfileCache, statistics: ServerStatistics, writePath: any ProfileWritePath, storeIsShared: Bool = false) {
         self.cache = cache
         self.statistics = statistics
         self.writePath = writePath
+        self.storeIsShared = storeIsShared
         scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchCapacity, alignment: 16)
         known = UnsafeMutableRawPointer.allocate(byteCount: Self.knownCapacity, alignment: 16)
         prefetchSlots = .allocate(capacity: 1024)
@@ -102,6 +107,13 @@ final class WriteCoordinator: @unchecked Sendable {
         }, report: { index, result in
             let job = batch[index]
             switch result {
+            case .failed(let error) where error.kind == .outcomeUnknown:
+                // It may have been applied after all: what the cache holds of its ids may be old.
+                Log.error("write outcome unknown: it may or may not have been applied", ["error": "\(error)"])
+                for index in 0..<job.operationCount {
+                    if let userId = job.operation(at: index).userId { cache.invalidate(userId) } else { cache.removeAll() }
+                }
+                job.failure = error.reason
             case .failed(let error):
                 Log.warn("write failed; nothing of it was committed", ["error": "\(error)"])
                 job.failure = error.reason
@@ -160,6 +172,10 @@ final class WriteCoordinator: @unchecked Sendable {
         if removesAll { cache.removeAll() }
         for index in 0..<job.operationCount where outcomes.changed(index) {
             if case .removeAll = job.operation(at: index) { continue }
+            if storeIsShared {
+                cache.invalidate(outcomes.userId(index))
+                continue
+            }
             guard let row = outcomes.after(index) else {
                 cache.update(outcomes.userId(index), profile: nil)
                 continue

@@ -1,3 +1,4 @@
+import Glibc
 import ProfilePostgres
 import ProfileStore
 import ProfileSystem
@@ -16,7 +17,7 @@ import ProfileSystem
 /// (`txid_status`) before answering.
 ///
 /// Threading: the writer thread.
-final class PostgresWritePath: ProfileWritePath {
+final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     private let store: PostgresProfileStore
     private var connection: PostgresConnection?
 
@@ -139,35 +140,46 @@ final class PostgresWritePath: ProfileWritePath {
 
     /// COMMIT, and when the connection breaks during it, what became of the transaction.
     private func finish(_ connection: PostgresConnection, transaction: String, deadline: Int) throws {
+        let failure: PostgresError
         do {
             try connection.execute("COMMIT", deadline: deadline)
             return
-        } catch let error where error.kind == .connectionLost || error.kind == .timeout {
-            self.connection = nil
-            let decided = monotonicNanos() + PostgresProfileStore.statementNanos
-            while monotonicNanos() < decided {
-                var status: String? = nil
-                do throws(PostgresError) {
-                    let asking = try store.connect("profiled", deadline: decided)
-                    defer { asking.close() }
-                    status = try asking.query("SELECT txid_status($1::bigint)", [Array(transaction.utf8)], deadline: decided)
-                        .string(0, 0)
-                } catch {
-                    usleep(50_000)
-                    continue
-                }
-                switch status {
-                case "committed": return
-                case "aborted": throw error
-                default: usleep(10_000)
-                }
-            }
+        } catch {
+            failure = error
+        }
+        guard failure.kind == .connectionLost || failure.kind == .timeout else { throw failure }
+        self.connection = nil
+        switch status(of: transaction) {
+        case "committed": return
+        case "aborted": throw failure
+        default:
             throw CommitOutcomeError(error: StoreError(
                 kind: .outcomeUnknown, resultCode: 0,
-                message: "the connection to PostgreSQL at \(store.description) broke during COMMIT and the outcome could not be found out: \(error)",
+                message: "the connection to PostgreSQL at \(store.description) broke during COMMIT and the outcome could not be found out: \(failure)",
                 path: store.description,
                 clientReason: "outcome unknown: the connection to the shared store broke during COMMIT; the write may or may not have been applied"))
         }
+    }
+
+    /// What PostgreSQL says became of `transaction` (`committed`, `aborted`), asked on new
+    /// connections for up to 5 s; nil when it could not be found out.
+    private func status(of transaction: String) -> String? {
+        let decided = monotonicNanos() + PostgresProfileStore.statementNanos
+        while monotonicNanos() < decided {
+            var answer: String? = nil
+            do throws(PostgresError) {
+                let asking = try store.connect("profiled", deadline: decided)
+                defer { asking.close() }
+                answer = try asking.query("SELECT txid_status($1::bigint)", [Array(transaction.utf8)], deadline: decided)
+                    .string(0, 0)
+            } catch {
+                usleep(50_000)
+                continue
+            }
+            if answer == "committed" || answer == "aborted" { return answer }
+            usleep(10_000)
+        }
+        return nil
     }
 }
 

@@ -16,6 +16,10 @@ usage: profiled [options]
   --db PATH                store file (default $CACHE_DIRECTORY/profiles.sqlite3, else
                            $XDG_CACHE_HOME/profiled/profiles.sqlite3, else ~/.cache/profiled/profiles.sqlite3)
   --cache-mb N             LRU size in MiB (default 256)
+  --postgres CONNINFO      share a PostgreSQL database with other profiled nodes instead of a
+                           store file (libpq connection string or URI; not with --db)
+  --lease-ms N             how stale another node's write may look here, at most, with
+                           --postgres (50 to 60000, default 1000)
   --write-buffer-mb N      memory for writes not yet merged into the store's table, in MiB
                            (default 256); writes slow down past half of it
   --threads N              worker threads (default: one per core)
@@ -51,7 +55,7 @@ struct Settings {
 
     /// Options that take no value on the command line; in a config file they take true/false.
     static let switches: Set<String> = ["allow-insecure-bind"]
-    static let names: [String] = ["host", "port", "unix", "resp-port", "resp-key-prefix", "db", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
+    static let names: [String] = ["host", "port", "unix", "resp-port", "resp-key-prefix", "db", "postgres", "lease-ms", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
                                   "max-line", "sync", "allow-insecure-bind", "metrics", "log-level"]
 
     /// Applies one option; `name` is without the leading dashes.
@@ -78,6 +82,8 @@ struct Settings {
             }
             configuration.respKeyPrefix = prefix
         case "db": configuration.databasePath = try nonEmpty("a path")
+        case "postgres": configuration.postgres = try nonEmpty("a connection string")
+        case "lease-ms": configuration.leaseMilliseconds = try number(50...60_000)
         case "cache-mb": configuration.cacheMegabytes = try number(1...1_048_576)
         case "write-buffer-mb": configuration.writeBufferMegabytes = try number(1...1_048_576)
         case "threads": configuration.threads = try number(1...256)
@@ -198,6 +204,9 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
         given.insert(name)
     }
     if let configPath { try settings.applyConfigFile(configPath, skipping: given) }
+    if settings.configuration.postgres != nil && settings.configuration.databasePath != nil {
+        throw UsageError(message: "--postgres and --db name two different stores: give one of them")
+    }
     // Protected mode refuses a combination of flags, so it is a usage error like any other.
     if let problem = settings.configuration.insecureBindProblem { throw UsageError(message: problem) }
     return .run(settings.configuration, settings.logLevel)
