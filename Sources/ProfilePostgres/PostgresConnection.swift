@@ -138,7 +138,7 @@ public final class PostgresConnection: @unchecked Sendable {
     ///   closed); `.connectionLost` when the connection breaks, or had broken before.
     public func query(_ sql: String, _ parameters: [[UInt8]?] = [], deadline: Int) throws(PostgresError) -> PostgresResult {
         guard let connection = handle else { throw lost(closedBecause) }
-        if parameters.contains(where: { $0?.contains(0) ?? false }) {
+        if parameters.contains(where: { $0.map(holdsZeroByte) ?? false }) {
             throw PostgresError(kind: .server(sqlstate: "22021"),
                                 message: "a parameter holds a zero byte, which text cannot", server: server)
         }
@@ -185,18 +185,25 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Queues the statement in libpq's output buffer; false when libpq refuses (the
     /// connection is bad).
     private func send(_ connection: OpaquePointer, _ sql: String, _ parameters: [[UInt8]?]) -> Bool {
-        // One buffer holds every parameter, each ending in a zero byte as libpq wants text.
-        var storage: [CChar] = []
-        storage.reserveCapacity(parameters.reduce(0) { $0 + ($1?.count ?? 0) + 1 })
+        // One buffer holds every parameter, each followed by the zero byte that ends a C string.
         var offsets: [Int?] = []
-        for parameter in parameters {
-            guard let parameter else {
-                offsets.append(nil)
-                continue
+        offsets.reserveCapacity(parameters.count)
+        let total = parameters.reduce(0) { $0 + ($1?.count ?? 0) + 1 }
+        let storage = [CChar](unsafeUninitializedCapacity: total) { buffer, count in
+            let base = UnsafeMutableRawPointer(buffer.baseAddress)
+            for parameter in parameters {
+                guard let parameter else {
+                    offsets.append(nil)
+                    continue
+                }
+                offsets.append(count)
+                parameter.withUnsafeBytes { bytes in
+                    if let source = bytes.baseAddress { base!.advanced(by: count).copyMemory(from: source, byteCount: bytes.count) }
+                }
+                count += parameter.count
+                buffer[count] = 0
+                count += 1
             }
-            offsets.append(storage.count)
-            storage.append(contentsOf: parameter.lazy.map { CChar(bitPattern: $0) })
-            storage.append(0)
         }
         return storage.withUnsafeBufferPointer { buffer in
             let values = offsets.map { offset in offset.map { UnsafePointer(buffer.baseAddress! + $0) } }
@@ -345,6 +352,11 @@ func waitForSocket(_ socket: Int32, _ events: Int16, until deadline: Int) -> Int
         if ready < 0 && errno != EINTR { return Int16(POLLERR) }
         if ready == 0 && remaining <= 0 { return 0 }
     }
+}
+
+/// Whether `bytes` holds a zero byte, where libpq would take a text parameter to end.
+private func holdsZeroByte(_ bytes: [UInt8]) -> Bool {
+    bytes.withUnsafeBytes { buffer in buffer.baseAddress.map { memchr($0, 0, buffer.count) != nil } ?? false }
 }
 
 /// Calls `body` with `strings` as a null-terminated array of C strings.

@@ -27,13 +27,17 @@ import Testing
         #expect(!sleeping, "the backend still runs pg_sleep")
     }
 
-    @Test func aStoppedBackendTimesOutInsteadOfHanging() throws {
+    /// With a parameter far larger than the socket's buffer, the deadline passes while the
+    /// statement is still being sent.
+    @Test(arguments: [0, 8 << 20])
+    func aStoppedBackendTimesOutInsteadOfHanging(parameterBytes: Int) throws {
         let connection = try connect()
         let pid = connection.backendPID
         try #require(kill(pid, SIGSTOP) == 0, "cannot stop backend \(pid): run the tests as the server's user or root")
         defer { kill(pid, SIGCONT) }
         let start = monotonicNanos()
-        let error = try #require(failure { try connection.query("SELECT 1", deadline: deadline(300)) })
+        let parameter = [UInt8](repeating: UInt8(ascii: "x"), count: parameterBytes)
+        let error = try #require(failure { try connection.query("SELECT length($1)", [parameter], deadline: deadline(300)) })
         let elapsed = millisecondsSince(start)
         #expect(elapsed >= 290 && elapsed < 1500, "took \(elapsed) ms")
         #expect(error.kind == .timeout)

@@ -21,6 +21,15 @@ import Testing
         #expect(result.int(0, 0) == nil)
     }
 
+    @Test func largeValuesTravelBothWays() throws {
+        let connection = try connect()
+        // 4 MB each way: libpq sends and reads it over many waits on the socket.
+        let large = [UInt8](repeating: UInt8(ascii: "x"), count: 4 << 20) + Array("é".utf8)
+        let result = try connection.query("SELECT length($1::text), $1::text", [large], deadline: deadline(5000))
+        #expect(result.int(0, 0) == 4 << 20 + 1)
+        #expect(result.value(0, 1) == large)
+    }
+
     @Test func manyRowsKeepTheirCells() throws {
         let connection = try connect()
         let result = try connection.query(
