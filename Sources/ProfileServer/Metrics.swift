@@ -39,6 +39,12 @@ let prometheusNames: [(stat: String, metric: String, type: String, help: String)
      "Steps of background merges given up, and run again at once, because writes came to wait for them."),
     ("write_log_syncs", "profiled_write_log_syncs_total", "counter",
      "Syncs of the write log to disk by the once-a-second syncer (--sync normal)."),
+    ("invalidations_received", "profiled_invalidations_received_total", "counter",
+     "Ids another server's change (or this one's) invalidated, as the shared store's notifications told (--postgres)."),
+    ("lease_expired_reads", "profiled_lease_expired_reads_total", "counter",
+     "Lookups that bypassed the cache because no fresh heartbeat vouched for it (--postgres)."),
+    ("postgres_reconnects", "profiled_postgres_reconnects_total", "counter",
+     "Times the listening connection to PostgreSQL was opened again after it was lost (--postgres)."),
 ]
 
 /// /metrics and /healthz over HTTP, with libevent's evhttp on the acceptor's event loop.
@@ -73,7 +79,7 @@ final class MetricsServer {
         case "/metrics":
             send(request, 200, "OK", exposition(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         case "/healthz":
-            if let reason = context.writePath.unhealthyReason {
+            if let reason = context.shared?.unreachableReason ?? context.writePath.unhealthyReason {
                 send(request, 503, "Service Unavailable", "store unavailable: \(oneLine(reason))\n", contentType: "text/plain")
             } else {
                 send(request, 200, "OK", "ok\n", contentType: "text/plain")
@@ -98,11 +104,23 @@ final class MetricsServer {
         let snapshot = context.snapshot()
         var values: [String: Int] = [:]
         for (name, value) in snapshot.values { values[name.description] = value }
-        var text = ""
+        var text = "# HELP profiled_store_kind The store: sqlite (a file of this server's) or postgres (shared).\n"
+        text += "# TYPE profiled_store_kind gauge\nprofiled_store_kind{kind=\"\(snapshot.storeKind)\"} 1\n"
         for entry in prometheusNames {
             text += "# HELP \(entry.metric) \(entry.help)\n# TYPE \(entry.metric) \(entry.type)\n"
             text += "\(entry.metric) \(values[entry.stat] ?? 0)\n"
         }
+        let lag = "profiled_invalidation_lag_seconds"
+        text += "# HELP \(lag) Time from a change's commit in the shared store to its invalidation arriving (--postgres).\n"
+        text += "# TYPE \(lag) histogram\n"
+        var cumulativeLag = 0
+        for (i, bound) in SharedStoreStatistics.invalidationLagBounds.enumerated() {
+            cumulativeLag += snapshot.shared.invalidationLagBuckets.isEmpty ? 0 : snapshot.shared.invalidationLagBuckets[i]
+            text += "\(lag)_bucket{le=\"\(bound)\"} \(cumulativeLag)\n"
+        }
+        text += "\(lag)_bucket{le=\"+Inf\"} \(snapshot.shared.invalidationLagCount)\n"
+        text += "\(lag)_sum \(snapshot.shared.invalidationLagSumSeconds)\n"
+        text += "\(lag)_count \(snapshot.shared.invalidationLagCount)\n"
         let metric = "profiled_request_duration_seconds"
         text += "# HELP \(metric) Time from a request's bytes being read to its reply being handed to the socket.\n"
         text += "# TYPE \(metric) histogram\n"

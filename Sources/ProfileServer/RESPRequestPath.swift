@@ -98,6 +98,7 @@ enum RESPText {
     static let tooMany: StaticString = "ERR too many keys or fields: at most 1000 in one command"
     static let transactionFull: StaticString = "ERR a transaction holds at most 1000 commands"
     static let maxClients: StaticString = "ERR max number of clients reached"
+    static let scanInSharedTransaction: StaticString = "ERR SCAN cannot be queued in a transaction over a shared store (--postgres)"
 }
 
 extension Worker {
@@ -245,7 +246,10 @@ extension Worker {
             respSimple("OK", connection)
             connection.phase = .closing
         default:
-            let problem = command.isWrite ? checkWrite(command, arguments) : checkRead(command, arguments)
+            var problem = command.isWrite ? checkWrite(command, arguments) : checkRead(command, arguments)
+            if command == .scan && context.shared != nil {
+                problem = .fixed(RESPText.scanInSharedTransaction)
+            }
             if let problem {
                 transaction.failed = true
                 respError(problem, connection)
@@ -397,9 +401,11 @@ extension Worker {
     /// Key reads read the cache, then the store.
     /// `mustFetch`: a shared store's reads are in flight on the connection, so this one goes
     /// to the fetchers too, whatever the cache holds.
+    /// `inTransaction`: at its turn in an EXEC's answer, where it cannot wait for a fetch; DBSIZE
+    /// then counts what the store's writes left (SCAN is not queued over a shared store).
     func executeRESP(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                     _ connection: Connection, mustFetch: Bool = false) {
-        if context.shared != nil && command.isFetched && (mustFetch || command == .dbsize || command == .scan) {
+                     _ connection: Connection, mustFetch: Bool = false, inTransaction: Bool = false) {
+        if context.shared != nil && !inTransaction && command.isFetched && (mustFetch || command == .dbsize || command == .scan) {
             if command == .dbsize {
                 return submitFetch(.count(.resp), verb: command.verb, arguments: 0, argument: { _ in fatalError() },
                                    lookups: [], keyPrefix: 0, tickets: [], connection)
@@ -797,7 +803,8 @@ extension Worker {
         case .success(let parsed): options = parsed
         case .failure(let problem): return respError(problem.problem, connection)
         }
-        if context.shared != nil && options.limit > 0 {
+        if options.limit == 0 { return writeScanReply(arguments, userIds: [], limit: 0, connection) }
+        if context.shared != nil {
             return submitFetch(.respScan(after: options.after, limit: options.limit), verb: .scan, arguments: arguments.count,
                                argument: { arguments[$0] }, lookups: [], keyPrefix: 0, tickets: [], connection)
         }

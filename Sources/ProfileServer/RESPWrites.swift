@@ -216,7 +216,7 @@ extension Worker {
                     let values = command.operationCount == 0 ? nil : write.values(ofRead: command.firstOperation)
                     writeKeyRead(command.name, arguments, values, connection)
                 } else {
-                    executeRESP(command.name, arguments, connection)
+                    executeRESP(command.name, arguments, connection, inTransaction: true)
                 }
             }
         }

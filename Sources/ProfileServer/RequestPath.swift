@@ -412,7 +412,16 @@ extension Worker {
 
     func writeStatistics(_ connection: Connection) {
         context.workerStatistics[index].publish(counters)
-        for (name, value) in context.snapshot().values {
+        let snapshot = context.snapshot()
+        // The one value that is not a number, so only a node over PostgreSQL has it
+        // (docs/CLUSTER.md): a single node's STATS stays all numbers, as PROTOCOL.md promises.
+        if context.shared != nil {
+            reserve(32, connection)
+            out.append("STAT store_kind ")
+            out.append(snapshot.storeKind)
+            out.appendByte(0x0A)
+        }
+        for (name, value) in snapshot.values {
             reserve(64, connection)
             out.append("STAT ")
             out.append(name)

@@ -58,7 +58,11 @@ extension ServerContext {
 
 /// STATS at one moment: what the STATS command prints and /metrics exposes, by the same names.
 struct StatisticsSnapshot {
+    /// `sqlite` or `postgres`: STATS prints it first; /metrics as a label.
+    var storeKind: StaticString
     var values: [(name: StaticString, value: Int)]
+    /// A shared store's invalidation lag (empty for a store of the server's own).
+    var shared: SharedStoreStatistics
 }
 
 extension ServerContext {
@@ -66,8 +70,9 @@ extension ServerContext {
     /// SQL and takes no lock the request path holds for long (the cache's statistics lock each
     /// shard briefly, one at a time, and the store's its write buffer).
     func snapshot() -> StatisticsSnapshot {
-        var lookups = 0, hits = 0, misses = 0, cacheHits = 0, cacheMisses = 0, errors = 0
+        var lookups = 0, hits = 0, misses = 0, cacheHits = 0, cacheMisses = 0, errors = 0, leaseExpired = 0
         for worker in workerStatistics {
+            leaseExpired += worker.leaseExpiredReads.load(ordering: .relaxed)
             lookups += worker.getLookups.load(ordering: .relaxed)
             hits += worker.getHits.load(ordering: .relaxed)
             misses += worker.getMisses.load(ordering: .relaxed)
@@ -77,7 +82,8 @@ extension ServerContext {
         }
         let cache = self.cache.statistics
         let writes = writePath.statistics
-        return StatisticsSnapshot(values: [
+        let sharedStatistics = shared?.sharedStatistics ?? SharedStoreStatistics()
+        return StatisticsSnapshot(storeKind: shared == nil ? "sqlite" : "postgres", values: [
             ("uptime_seconds", statistics.uptimeSeconds),
             ("curr_connections", statistics.currentConnections.load(ordering: .relaxed)),
             ("total_connections", statistics.totalConnections.load(ordering: .relaxed)),
@@ -105,6 +111,11 @@ extension ServerContext {
             ("merged_rows", writes.mergedRows),
             ("merge_steps_abandoned", writes.abandonedMergeSteps),
             ("write_log_syncs", writes.logSyncs),
-        ])
+            ("invalidations_received", sharedStatistics.invalidationsReceived),
+            ("invalidation_lag_count", sharedStatistics.invalidationLagCount),
+            ("invalidation_lag_sum_us", Int(sharedStatistics.invalidationLagSumSeconds * 1e6)),
+            ("lease_expired_reads", leaseExpired),
+            ("postgres_reconnects", sharedStatistics.reconnects),
+        ], shared: sharedStatistics)
     }
 }

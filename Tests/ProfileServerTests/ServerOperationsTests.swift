@@ -136,7 +136,10 @@ import Testing
         // Latency histograms, per command, with counts matching what was sent.
         #expect(metrics["profiled_request_duration_seconds_count{command=get}"].flatMap { Double($0) } == 2)
         #expect(metrics["profiled_request_duration_seconds_count{command=mset}"].flatMap { Double($0) } == 1)
-        #expect(metrics["histogram_types"] == "1")
+        // And the shared store's invalidation lag, empty on a node of its own, whose kind says so.
+        #expect(metrics["profiled_invalidation_lag_seconds_count"].flatMap { Double($0) } == 0)
+        #expect(metrics["profiled_store_kind{kind=sqlite}"].flatMap { Double($0) } == 1)
+        #expect(metrics["histogram_types"] == "2")
     }
 
     /// Whoever waits for `listening` (a supervisor, these tests) must find the server ready:

@@ -13,8 +13,10 @@ public final class TestServer {
     public private(set) var port: UInt16 = 0
     public var endpoint: Endpoint { .tcp(host: "127.0.0.1", port: port) }
 
-    /// Starts profiled with `arguments` (plus `--port 0 --db <temp>` unless given) and waits
-    /// until it logs where it listens.
+    /// Starts profiled with `arguments` (plus `--port 0` and a throw-away store unless given)
+    /// and waits until it logs where it listens. The store is a temporary file (`--db`), or,
+    /// when `PROFILED_TEST_STORE` is `postgres`, a fresh database in the test PostgreSQL
+    /// (`--postgres`): so the protocol's tests run against both kinds of node.
     public init(_ arguments: [String] = [], directory: String? = nil, environment: [String: String] = [:]) throws {
         ownsDirectory = directory == nil
         self.directory = try directory ?? makeTemporaryDirectory()
@@ -22,7 +24,9 @@ public final class TestServer {
         logPath = self.directory + "/profiled-\(UInt32.random(in: 0...UInt32.max)).log"
         var args = arguments
         if !args.contains("--port") { args += ["--port", "0"] }
-        if !args.contains("--db") && environment.isEmpty { args += ["--db", databasePath] }
+        if !args.contains("--db") && !args.contains("--postgres") && environment.isEmpty {
+            args += ProfileTestSupport.testStoreIsPostgres ? ["--postgres", try makeTestDatabase()] : ["--db", databasePath]
+        }
         self.arguments = args
         try start(environment: environment)
     }
@@ -35,6 +39,9 @@ public final class TestServer {
         port = ports.line
         respPort = ports.resp
     }
+
+    /// Whether this node's store is a PostgreSQL database.
+    public var isOverPostgres: Bool { arguments.contains("--postgres") }
 
     /// The RESP listener's port, when started with `--resp-port`; else 0.
     public private(set) var respPort: UInt16 = 0
@@ -223,6 +230,11 @@ public func runToCompletion(_ path: String, _ args: [String], environment: [Stri
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
     return (exitCode, readText(outputPath))
+}
+
+/// Whether `PROFILED_TEST_STORE` asks for nodes over PostgreSQL.
+public var testStoreIsPostgres: Bool {
+    getenv("PROFILED_TEST_STORE").map { String(cString: $0) } == "postgres"
 }
 
 /// The exit code from a wait status, or -signal when it was killed.
