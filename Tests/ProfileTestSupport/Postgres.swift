@@ -23,6 +23,24 @@ public func makeTestDatabase() throws -> String {
     return conninfo + " dbname=" + name
 }
 
+/// Runs `sql` with psql against `conninfo` (tuples only, unaligned, `|` between columns) and
+/// returns its output; throws with psql's message when it fails.
+@discardableResult
+public func psql(_ conninfo: String, _ sql: String) throws -> String {
+    let (status, output) = try runToCompletion(try postgresProgram("psql"),
+                                               ["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-c", sql])
+    guard status == 0 else { throw TestFailure("psql failed (\(sql)): \(output)") }
+    return output.trimmingCharacters(in: "\n")
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: Character) -> String {
+        var text = Substring(self)
+        while text.last == set { text = text.dropLast() }
+        return String(text)
+    }
+}
+
 /// A program of the newest PostgreSQL installed in Debian's layout,
 /// /usr/lib/postgresql/VERSION/bin/NAME (where Scripts/postgres-for-tests finds the server).
 private func postgresProgram(_ name: String) throws -> String {

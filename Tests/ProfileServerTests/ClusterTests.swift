@@ -1,0 +1,304 @@
+import ProfileTestSupport
+import Glibc
+import ProfileClient
+import Testing
+
+/// Several nodes over one PostgreSQL (docs/CLUSTER.md), against the throw-away PostgreSQL of
+/// Scripts/test: what a client can rely on, and what happens when the listener, the database
+/// or a node fails.
+@Suite(.serialized) struct ClusterTests {
+    /// Starts `count` nodes sharing a fresh database.
+    static func nodes(_ count: Int, _ extra: [String] = [], database: String? = nil) throws -> (String, [TestServer]) {
+        let database = try database ?? makeTestDatabase()
+        return (database, try (0..<count).map { _ in try TestServer(["--postgres", database] + extra) })
+    }
+
+    /// Seconds until `condition` holds, polled every millisecond; nil after `limit` seconds.
+    static func seconds(until limit: Double, _ condition: () throws -> Bool) rethrows -> Double? {
+        let start = monotonicSeconds()
+        while monotonicSeconds() - start < limit {
+            if try condition() { return monotonicSeconds() - start }
+            usleep(1000)
+        }
+        return nil
+    }
+
+    static func percentile(_ sorted: [Double], _ p: Double) -> Double {
+        sorted[min(sorted.count - 1, Int(Double(sorted.count) * p / 100))]
+    }
+
+    /// Read-your-writes on the writing node; every other node within the lease, even when its
+    /// cache held the older value. Prints how long the others took.
+    @Test func everyNodeSeesAWriteWithinTheLease() throws {
+        let (_, nodes) = try Self.nodes(3)
+        let clients = try nodes.map { try $0.connect() }
+        var lags: [Double] = []
+        for round in 0..<60 {
+            let key = "k\(round % 6)"
+            // The others cache the value before: the write must invalidate it.
+            for client in clients[1...] { _ = try client.roundTrip("GET \(key)\n") }
+            #expect(try clients[0].roundTrip("SET \(key) v\(round) u\n") == "STORED")
+            #expect(try clients[0].roundTrip("GET \(key)\n") == "VALUE \(key) v\(round) u")
+            for client in clients[1...] {
+                let lag = try Self.seconds(until: 3) { try client.roundTrip("GET \(key)\n") == "VALUE \(key) v\(round) u" }
+                #expect(lag != nil && lag! < 1.0, "seen after \(String(describing: lag)) s; the lease is 1 s")
+                if let lag { lags.append(lag) }
+            }
+        }
+        lags.sort()
+        print("cluster propagation over \(lags.count) reads: p50 \(Self.percentile(lags, 50) * 1000) ms, "
+              + "p99 \(Self.percentile(lags, 99) * 1000) ms, max \(lags.last! * 1000) ms")
+        let stats = Dictionary(uniqueKeysWithValues: try clients[1].stats().map { ($0.name, $0.value) })
+        #expect(stats["store_kind"] == "postgres")
+        #expect(Int(stats["invalidations_received"] ?? "0")! > 0)
+    }
+
+    /// Another program's plain SQL naming only the three columns reaches every node, and RECENT
+    /// counts it as a write.
+    @Test func plainSQLReachesEveryNode() throws {
+        let (database, nodes) = try Self.nodes(2)
+        let clients = try nodes.map { try $0.connect() }
+        #expect(try clients[0].roundTrip("SET a A ua\n") == "STORED")
+        for client in clients { _ = try client.roundTrip("GET a\n") }
+        try psql(database, "INSERT INTO profiles (user_id, name, portrait_uri) VALUES ('b', 'B', 'ub')")
+        try psql(database, "UPDATE profiles SET name = 'A2' WHERE user_id = 'a'")
+        for client in clients {
+            #expect(try Self.seconds(until: 3) { try client.roundTrip("GET a\n") == "VALUE a A2 ua" } != nil)
+            #expect(try Self.seconds(until: 3) { try client.roundTrip("GET b\n") == "VALUE b B ub" } != nil)
+            #expect(try client.recent(2).map { String(decoding: $0.userId, as: UTF8.self) } == ["a", "b"])
+        }
+        try psql(database, "DELETE FROM profiles WHERE user_id = 'a'")
+        try psql(database, """
+            INSERT INTO profiles (user_id, name, portrait_uri) VALUES ('b', 'B2', 'ub')
+            ON CONFLICT (user_id) DO UPDATE SET name = EXCLUDED.name
+            """)
+        for client in clients {
+            #expect(try Self.seconds(until: 3) { try client.roundTrip("GET a\n") == "NOTFOUND a" } != nil)
+            #expect(try Self.seconds(until: 3) { try client.roundTrip("GET b\n") == "VALUE b B2 ub" } != nil)
+            #expect(try client.count() == 1)
+        }
+        #expect(try clients[1].roundTrip("FLUSHALL\n") == "OK")
+        #expect(try Self.seconds(until: 3) { try clients[0].roundTrip("GET b\n") == "NOTFOUND b" } != nil)
+    }
+
+    /// The listener's connection ended by the server: the node reconnects, forgets what it may
+    /// have missed, and serves nothing older than the lease meanwhile.
+    @Test func aTerminatedListenerReconnects() throws {
+        let (database, nodes) = try Self.nodes(2, ["--lease-ms", "500"])
+        let clients = try nodes.map { try $0.connect() }
+        #expect(try clients[0].roundTrip("SET a v1 u\n") == "STORED")
+        #expect(try clients[1].roundTrip("GET a\n") == "VALUE a v1 u")
+        let terminated = try psql(database, """
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+            WHERE application_name = 'profiled listen' AND datname = current_database()
+            """)
+        #expect(terminated == "2")
+        try psql(database, "UPDATE profiles SET name = 'v2' WHERE user_id = 'a'")
+        let lag = try Self.seconds(until: 3) { try clients[1].roundTrip("GET a\n") == "VALUE a v2 u" }
+        #expect(lag != nil && lag! < 0.5, "seen after \(String(describing: lag)) s; the lease is 0.5 s")
+        #expect(try Self.seconds(until: 5) {
+            Int(try clients[1].stats().first { $0.name == "postgres_reconnects" }?.value ?? "0")! >= 1
+        } != nil)
+        // Back on the cache once a fresh heartbeat came: a write is seen again through invalidation.
+        #expect(try clients[0].roundTrip("SET a v3 u\n") == "STORED")
+        #expect(try Self.seconds(until: 3) { try clients[1].roundTrip("GET a\n") == "VALUE a v3 u" } != nil)
+    }
+
+    /// The listener's backend stopped (a half-open connection): past the lease the node reads
+    /// PostgreSQL instead of its cache, and it connects again.
+    @Test func aHungListenerIsBypassedAfterTheLease() throws {
+        let (database, nodes) = try Self.nodes(2, ["--lease-ms", "300"])
+        let clients = try nodes.map { try $0.connect() }
+        #expect(try clients[0].roundTrip("SET a v1 u\n") == "STORED")
+        #expect(try clients[1].roundTrip("GET a\n") == "VALUE a v1 u")
+        let pids = try psql(database, """
+            SELECT pid FROM pg_stat_activity WHERE application_name = 'profiled listen' AND datname = current_database()
+            """).split(separator: "\n").compactMap { Int32($0) }
+        #expect(pids.count == 2)
+        for pid in pids { kill(pid, SIGSTOP) }
+        defer { for pid in pids { kill(pid, SIGCONT) } }
+        try psql(database, "UPDATE profiles SET name = 'v2' WHERE user_id = 'a'")
+        let lag = try Self.seconds(until: 3) { try clients[1].roundTrip("GET a\n") == "VALUE a v2 u" }
+        #expect(lag != nil && lag! < 0.3 + 0.1, "seen after \(String(describing: lag)) s; the lease is 0.3 s")
+        // Stopped past the heartbeat's deadline (the lease), the connection is given up.
+        usleep(700_000)
+        #expect(try clients[1].roundTrip("GET a\n") == "VALUE a v2 u")
+        for pid in pids { kill(pid, SIGCONT) }
+        #expect(try Self.seconds(until: 5) {
+            let stats = Dictionary(uniqueKeysWithValues: try clients[1].stats().map { ($0.name, $0.value) })
+            return Int(stats["postgres_reconnects"] ?? "0")! >= 1
+        } != nil)
+    }
+
+    /// Three nodes writing MSETs over the same ids in different orders at once: every write is
+    /// acknowledged (no deadlock or serialization error reaches a client), and afterwards every
+    /// node agrees with the table.
+    @Test func concurrentBatchesOverTheSameIdsAllCommit() throws {
+        let (database, nodes) = try Self.nodes(3)
+        let ids = (0..<40).map { "id\($0)" }
+        let failures = Locked<[String]>([])
+        nonisolated(unsafe) let shared = nodes
+        onThreads(nodes.count) { index in
+            do {
+                let client = try shared[index].connect()
+                var generator = SeededGenerator(seed: UInt64(index + 1))
+                for round in 0..<40 {
+                    let order = ids.shuffled(using: &generator)
+                    let reply = try client.roundTrip("MSET " + order.map { "\($0) n\(index)-\(round) u" }.joined(separator: " ") + "\n")
+                    if reply != "STORED 40" { failures.withLock { $0.append(reply) } }
+                }
+            } catch {
+                failures.withLock { $0.append("\(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+        let table = try psql(database, "SELECT user_id || '=' || name FROM profiles ORDER BY user_id")
+            .split(separator: "\n").map(String.init)
+        #expect(table.count == 40)
+        for node in nodes {
+            let client = try node.connect()
+            #expect(try Self.seconds(until: 3) {
+                try ids.sorted().map { id -> String in
+                    let reply = try client.roundTrip("GET \(id)\n").split(separator: " ")
+                    return "\(id)=\(reply.count > 2 ? reply[2] : "")"
+                } == table
+            } != nil)
+        }
+    }
+
+    /// One batch that changes more ids than one notification can carry (8,000 bytes): every id
+    /// is invalidated all the same.
+    @Test func aBatchLargerThanANotificationInvalidatesEveryId() throws {
+        let (_, nodes) = try Self.nodes(2)
+        let clients = try nodes.map { try $0.connect() }
+        // 1,000 ids of about 20 bytes: 23,000 bytes of ids, where a notification carries 8,000.
+        let ids = (0..<1000).map { "user-xxxxxxxxxx-\($0)" }
+        #expect(try clients[0].mset(ids.map { Profile(userId: $0, name: "old", portraitUri: "u") }) == 1000)
+        // The other node caches them all.
+        #expect(try clients[1].mget(ids.map { Array($0.utf8) }).allSatisfy { $0?.name == Array("old".utf8) })
+        #expect(try clients[0].mset(ids.map { Profile(userId: $0, name: "new", portraitUri: "u") }) == 1000)
+        #expect(try Self.seconds(until: 3) {
+            try clients[1].mget(ids.map { Array($0.utf8) }).allSatisfy { $0?.name == Array("new".utf8) }
+        } != nil)
+    }
+
+    /// PostgreSQL stopped and started again: writes answer ERROR STORE within 5 s and nothing is
+    /// acknowledged; past the lease no read is served from the cache; the nodes serve again
+    /// without a restart and nothing acknowledged is lost. On a PostgreSQL of its own, since
+    /// the others' tests share the main one.
+    @Test func aRestartOfPostgreSQLIsRiddenOut() throws {
+        let directory = try makeTemporaryDirectory()
+        // The server runs as the postgres user when the tests run as root: it must reach the directory.
+        chmod(directory, 0o755)
+        let script = repositoryPath("Scripts/postgres-for-tests")
+        let started = try runToCompletion(script, ["start", directory + "/pg"])
+        #expect(started.status == 0, "\(started.output)")
+        defer { _ = try? runToCompletion(script, ["stop", directory + "/pg"]) }
+        let conninfo = started.output.split(separator: "\n").last.map(String.init) ?? ""
+        let (database, nodes) = try Self.nodes(2, ["--lease-ms", "300", "--metrics", "127.0.0.1:0"],
+                                              database: conninfo)
+        let clients = try nodes.map { try $0.connect() }
+        #expect(try clients[0].roundTrip("SET kept v1 u\n") == "STORED")
+        #expect(try clients[1].roundTrip("GET kept\n") == "VALUE kept v1 u")
+
+        #expect(try runToCompletion(script, ["halt", directory + "/pg"]).status == 0)
+        let asked = monotonicSeconds()
+        let write = try clients[0].roundTrip("SET lost v u\n")
+        #expect(write.hasPrefix("ERROR STORE "), "\(write)")
+        #expect(!write.contains("password"))
+        #expect(monotonicSeconds() - asked < 5.5)
+        // Past the lease, the cache answers nothing.
+        usleep(400_000)
+        #expect(try clients[1].roundTrip("GET kept\n").hasPrefix("ERROR STORE "))
+
+        #expect(try runToCompletion(script, ["resume", directory + "/pg"]).status == 0)
+        for client in clients {
+            #expect(try Self.seconds(until: 10) { try client.roundTrip("GET kept\n") == "VALUE kept v1 u" } != nil)
+        }
+        #expect(try Self.seconds(until: 10) { try clients[0].roundTrip("SET after v u\n") == "STORED" } != nil)
+        #expect(try psql(database, "SELECT string_agg(user_id, ',' ORDER BY user_id) FROM profiles") == "after,kept")
+    }
+
+    /// A node killed with SIGKILL under writes loses nothing it acknowledged.
+    @Test func aKilledNodeLosesNoAcknowledgedWrite() throws {
+        let (database, nodes) = try Self.nodes(1)
+        let acknowledged = Locked<[String]>([])
+        nonisolated(unsafe) let node = nodes[0]
+        onThreads(2) { role in
+            if role == 1 {
+                usleep(300_000)
+                kill(node.pid, SIGKILL)
+                return
+            }
+            guard let client = try? node.connect() else { return }
+            for i in 0..<100_000 {
+                guard let reply = try? client.roundTrip("SET w\(i) n u\n") else { break }
+                if reply == "STORED" { acknowledged.withLock { $0.append("w\(i)") } }
+            }
+        }
+        let written = acknowledged.withLock { $0 }
+        #expect(!written.isEmpty)
+        let stored = Set(try psql(database, "SELECT user_id FROM profiles").split(separator: "\n").map(String.init))
+        #expect(written.allSatisfy { stored.contains($0) })
+    }
+
+    /// What stops a start over PostgreSQL: one clear line, a non-zero exit, nothing written.
+    @Test func aStartThatCannotUseTheDatabaseSaysWhy() throws {
+        let server = try testPostgresConninfo()
+        func start(_ arguments: [String]) throws -> (status: Int32, output: String) {
+            try runToCompletion(executable("profiled"), ["--port", "0"] + arguments)
+        }
+        let both = try start(["--postgres", server, "--db", "/nonexistent/p.sqlite3"])
+        #expect(both.status == 64)
+        #expect(both.output.contains("--postgres and --db"))
+
+        let unreachable = try start(["--postgres", "host=127.0.0.1 port=\(try freeLoopbackPort()) user=postgres dbname=x"])
+        #expect(unreachable.status == 1)
+        #expect(unreachable.output.contains("Cannot connect to PostgreSQL at 127.0.0.1"), "\(unreachable.output)")
+
+        let malformed = try start(["--postgres", "host=/x port=notaport password=secret-word"])
+        #expect(malformed.status == 1)
+        #expect(!malformed.output.contains("secret-word"), "\(malformed.output)")
+
+        let database = try makeTestDatabase()
+        // Roles belong to the whole PostgreSQL server, which other runs share.
+        let role = "app_\(getpid())_\(UInt32.random(in: 0...UInt32.max))"
+        try psql(database, "CREATE ROLE \(role) LOGIN PASSWORD 'right-one'")
+        let port = server.split(separator: " ").first { $0.hasPrefix("port=") }!.dropFirst(5)
+        let name = database.split(separator: " ").last { $0.hasPrefix("dbname=") }!.dropFirst(7)
+        let wrong = try start(["--postgres", "host=127.0.0.1 port=\(port) user=\(role) password=wrong-one dbname=\(name)"])
+        #expect(wrong.status == 1)
+        #expect(!wrong.output.contains("wrong-one"), "\(wrong.output)")
+        #expect(wrong.output.contains("password"), "\(wrong.output)")
+
+        let foreign = try makeTestDatabase()
+        try psql(foreign, "CREATE TABLE profiles (id int, data text)")
+        let refused = try start(["--postgres", foreign])
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("the database has a table profiles (id, data) that profiled did not make"), "\(refused.output)")
+        #expect(try psql(foreign, "SELECT count(*) FROM pg_tables WHERE tablename = 'profiled_schema'") == "0")
+
+        let newer = try makeTestDatabase()
+        let first = try TestServer(["--postgres", newer])
+        #expect(exitCode(first.stop()) == 0)
+        try psql(newer, "UPDATE profiled_schema SET version = 99")
+        let tooNew = try start(["--postgres", newer])
+        #expect(tooNew.status == 1)
+        #expect(tooNew.output.contains("version 99, newer than this profiled's"), "\(tooNew.output)")
+    }
+
+    /// Nodes started together create the schema once, under the advisory lock.
+    @Test func nodesStartedTogetherShareOneSchema() throws {
+        let database = try makeTestDatabase()
+        let started = Locked<Int>(0)
+        nonisolated(unsafe) var servers: [TestServer?] = Array(repeating: nil, count: 4)
+        onThreads(4) { index in
+            if let server = try? TestServer(["--postgres", database]) {
+                servers[index] = server
+                started.withLock { $0 += 1 }
+            }
+        }
+        #expect(started.withLock { $0 } == 4)
+        #expect(try psql(database, "SELECT count(*) FROM profiled_schema") == "1")
+    }
+}
