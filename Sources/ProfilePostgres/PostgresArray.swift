@@ -26,16 +26,4 @@ public enum PostgresArray {
         literal.append(UInt8(ascii: "}"))
         return literal
     }
-
-    /// `{1,-2,3}`, for a `$n::bigint[]` parameter.
-    @inlinable
-    public static func bigintLiteral<Values: Sequence<Int64>>(_ values: Values) -> [UInt8] {
-        var literal: [UInt8] = [UInt8(ascii: "{")]
-        for value in values {
-            if literal.count > 1 { literal.append(UInt8(ascii: ",")) }
-            literal.append(contentsOf: String(value).utf8)
-        }
-        literal.append(UInt8(ascii: "}"))
-        return literal
-    }
 }

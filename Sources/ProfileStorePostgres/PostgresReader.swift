@@ -47,15 +47,15 @@ final class PostgresReader: SharedProfileReader {
     }
 
     func lookup(_ userIds: [UnsafeRawBufferPointer], _ found: (Int, ProfileRow) -> Void) throws(StoreError) {
-        let result = try query("SELECT user_id, name, portrait_uri FROM profiles WHERE user_id = ANY($1::text[])",
-                               [PostgresArray.textLiteral(userIds)])
-        // The same id may be asked for more than once in a batch.
-        var indices: [[UInt8]: [Int]] = [:]
-        for (index, id) in userIds.enumerated() { indices[Array(id), default: []].append(index) }
+        // A join of the ids probes the primary key once each (`= ANY` of a large array measured
+        // several times slower); an id asked for twice comes back twice, at each position.
+        let result = try query("""
+            SELECT user_id, name, portrait_uri, position FROM unnest($1::text[]) WITH ORDINALITY AS wanted (id, position)
+            JOIN profiles ON user_id = id
+            """, [PostgresArray.textLiteral(userIds)])
         for row in 0..<result.rowCount {
-            withRow(result, row) { profile in
-                for index in indices[Array(profile.userId)] ?? [] { found(index, profile) }
-            }
+            guard let position = result.int(row, 3) else { continue }
+            withRow(result, row) { profile in found(position - 1, profile) }
         }
     }
 

@@ -63,15 +63,6 @@ import Testing
         #expect(literal == bytes(#"{"x\"y","z"}"#))
     }
 
-    @Test func bigintArrayLiteralsRoundTripThroughUnnest() throws {
-        let values: [Int64] = [0, -1, 42, .max, .min]
-        let connection = try connect()
-        let result = try connection.query("SELECT x FROM unnest($1::bigint[]) WITH ORDINALITY AS t(x, n) ORDER BY n",
-                                          [PostgresArray.bigintLiteral(values)], deadline: deadline(5000))
-        #expect((0..<result.rowCount).map { result.int($0, 0).map(Int64.init) } == values)
-        #expect(PostgresArray.bigintLiteral([Int64]()) == bytes("{}"))
-    }
-
     @Test func commandsReportTheRowsTheyChanged() throws {
         let connection = try connect(makeTestDatabase())
         try connection.execute("CREATE TABLE items (id int PRIMARY KEY, name text)", deadline: deadline(5000))
