@@ -29,6 +29,9 @@ let package = Package(
         // Linux calls and constants the Glibc module leaves out (thread priority and names, accept4).
         .systemLibrary(name: "CLinux"),
 
+        // A Unix socket's address, for the server's listener and the client's connections.
+        .target(name: "UnixSocketAddress"),
+
         // Threads, locks and the clock, for the modules that run threads of their own.
         .target(name: "ProfileSystem", dependencies: ["CLinux"]),
 
@@ -43,14 +46,14 @@ let package = Package(
         .target(name: "ProfileStorePostgres", dependencies: ["ProfilePostgres", "ProfileStore", "ProfileSystem"]),
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore",
-                               "ProfileStorePostgres"],
+                               "ProfileStorePostgres", "UnixSocketAddress"],
                 swiftSettings: hotPath),
-        .target(name: "ProfileClient", dependencies: ["ProfileProtocol"]),
+        .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.
         .target(name: "ProfileAdmin", dependencies: ["ProfileClient", "ProfileStore", "ProfileProtocol"]),
         .target(name: "ProfileBench", dependencies: ["ProfileClient", "ProfileProtocol"]),
 
-        .executableTarget(name: "profiled", dependencies: ["ProfileServer"]),
+        .executableTarget(name: "profiled", dependencies: ["ProfileServer", "ProfileStore"]),
         .executableTarget(name: "profilectl", dependencies: ["ProfileAdmin"]),
         .executableTarget(name: "profilebench", dependencies: ["ProfileBench"]),
 

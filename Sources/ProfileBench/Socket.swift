@@ -1,4 +1,5 @@
 import Glibc
+import ProfileClient
 
 /// Why a run could not start or had to stop: one sentence for people.
 public struct BenchFailure: Error, CustomStringConvertible, Sendable {
@@ -9,61 +10,21 @@ public struct BenchFailure: Error, CustomStringConvertible, Sendable {
 
 func errnoText() -> String { String(cString: strerror(errno)) }
 
-/// Opens a connection to the target the way a client would (blocking connect, TCP_NODELAY),
-/// then makes it non-blocking for the load loop.
+/// Opens a connection to the target as ProfileClient does (blocking connect, TCP_NODELAY);
+/// the load loop then makes it non-blocking.
 func openConnection(_ options: BenchOptions) throws(BenchFailure) -> Int32 {
-    let fd: Int32
-    if let path = options.unixPath {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let pathBytes = Array(path.utf8)
-        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            throw BenchFailure("cannot connect to \(options.endpointDescription): socket path too long")
+    let endpoint: Endpoint = options.unixPath.map { .unix(path: $0) }
+        ?? .tcp(host: options.host, port: options.port ?? options.target.defaultPort)
+    do {
+        return try openStream(to: endpoint)
+    } catch {
+        let reason: String
+        switch error {
+        case .connect(_, let why): reason = why
+        default: reason = "\(error)"
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: pathBytes)
-            raw[pathBytes.count] = 0
-        }
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else {
-            let reason = errnoText()
-            close(fd)
-            throw BenchFailure("cannot connect to \(options.endpointDescription): \(reason)")
-        }
-    } else {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>? = nil
-        let port = options.port ?? options.target.defaultPort
-        guard getaddrinfo(options.host, String(port), &hints, &list) == 0, let first = list else {
-            throw BenchFailure("cannot connect to \(options.endpointDescription): cannot resolve \(options.host)")
-        }
-        defer { freeaddrinfo(list) }
-        var reason = "no address"
-        var entry: UnsafeMutablePointer<addrinfo>? = first
-        var connected: Int32 = -1
-        while let current = entry, connected < 0 {
-            let candidate = socket(current.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            if candidate >= 0 {
-                if connect(candidate, current.pointee.ai_addr, current.pointee.ai_addrlen) == 0 {
-                    connected = candidate
-                } else {
-                    reason = errnoText()
-                    close(candidate)
-                }
-            }
-            entry = current.pointee.ai_next
-        }
-        guard connected >= 0 else { throw BenchFailure("cannot connect to \(options.endpointDescription): \(reason)") }
-        fd = connected
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        throw BenchFailure("cannot connect to \(options.endpointDescription): \(reason)")
     }
-    return fd
 }
 
 func makeNonBlocking(_ fd: Int32) {

@@ -1,4 +1,5 @@
 import Glibc
+import UnixSocketAddress
 import ProfileProtocol
 
 /// Where a profiled listens. A plain value; any thread may use it.
@@ -66,7 +67,7 @@ public final class ProfileConnection {
     /// Connects, waiting at most `timeoutSeconds` for any later read or write.
     public init(_ endpoint: Endpoint, timeoutSeconds: Int = 30) throws(ClientError) {
         self.endpoint = endpoint
-        fd = try connectSocket(endpoint)
+        fd = try openStream(to: endpoint)
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -374,24 +375,16 @@ public final class ProfileConnection {
 @inline(__always)
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-/// Opens a blocking stream socket to the endpoint.
-func connectSocket(_ endpoint: Endpoint) throws(ClientError) -> Int32 {
+/// Opens a blocking stream socket to the endpoint, with TCP_NODELAY over TCP: how every
+/// connection of this library starts, and profilebench's. The caller owns the descriptor.
+public func openStream(to endpoint: Endpoint) throws(ClientError) -> Int32 {
     switch endpoint {
     case .unix(let path):
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let pathBytes = Array(path.utf8)
-        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        guard let address = UnixSocketAddress(path: path) else {
             throw ClientError.connect(endpoint: endpoint.description, reason: "socket path too long")
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: pathBytes)
-            raw[pathBytes.count] = 0
-        }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let rc = address.withSockaddr { connect(fd, $0, $1) }
         guard rc == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)

@@ -1,5 +1,6 @@
 import CLibevent
 import Glibc
+import UnixSocketAddress
 
 /// A failed system call: which call, on what, and errno. A plain value; any thread may use it.
 public struct SystemError: Error, CustomStringConvertible, Sendable {
@@ -102,31 +103,19 @@ func boundPort(of fd: Int32) -> UInt16 {
 
 /// Creates a listening Unix domain socket, replacing a stale socket file left by a previous run.
 func listenUnix(path: String, backlog: Int32 = 1024) throws(SystemError) -> Int32 {
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let pathBytes = Array(path.utf8)
-    let capacity = MemoryLayout.size(ofValue: address.sun_path)
-    guard pathBytes.count < capacity else { throw SystemError(call: "bind", subject: path, code: ENAMETOOLONG) }
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        raw.copyBytes(from: pathBytes)
-        raw[pathBytes.count] = 0
-    }
+    guard let address = UnixSocketAddress(path: path) else { throw SystemError(call: "bind", subject: path, code: ENAMETOOLONG) }
     // A socket file that nobody accepts on is left over from a crash; anything else is not ours to remove.
     var status = stat()
     if lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFSOCK {
         let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        } == 0
+        let connected = address.withSockaddr { connect(probe, $0, $1) } == 0
         close(probe)
         if connected { throw SystemError(call: "bind", subject: path, code: EADDRINUSE) }
         unlink(path)
     }
     let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw SystemError(call: "socket", subject: path, code: errno) }
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
+    let bound = address.withSockaddr { bind(fd, $0, $1) }
     guard bound == 0 else {
         let code = errno
         close(fd)
