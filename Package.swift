@@ -2,8 +2,9 @@
 import PackageDescription
 
 // Dependencies point one way: C system libraries -> protocol / cache / store ->
-// server -> executables. The middle modules do not import each other, and the
-// CLI and the bench reach the server only through ProfileClient.
+// server -> executables. The CLI reaches the server through ProfileClient; the bench opens
+// its connections with ProfileClient and writes its pipelined requests itself, the same way
+// for profiled, memcached and Redis.
 // The request path keeps its state in class properties; release builds skip the dynamic
 // exclusivity checks on them (about 5% of a request's instructions). Overflow and bounds
 // checks stay on.
