@@ -47,15 +47,8 @@ final class Connection {
     /// The peer shut down its sending side: answer what arrived, then close.
     var peerClosed = false
 
-    /// Received bytes not yet handled (a partial request, or requests left while paused); at
-    /// most `inputLimit`. Allocated as needed and grown toward that limit, so an idle
-    /// connection holds none.
-    var pending: UnsafeMutableRawPointer? = nil
-    var pendingCount = 0
-    private var pendingCapacity = 0
-    /// The most unhandled bytes the front ever needs to hold to answer: a line protocol line
-    /// (`--max-line`), or RESP's largest request with its framing.
-    let inputLimit: Int
+    /// Received bytes not yet handled, at most the front's input limit.
+    var pending: PendingInput
     /// The last pass over the input stopped for want of bytes: what is pending is the start
     /// of a request, not a whole one left for later.
     var needsMoreInput = false
@@ -73,13 +66,12 @@ final class Connection {
         resp = front == .resp ? RESPSession(id: respSessionId) : nil
         self.worker = worker
         self.role = role
-        self.inputLimit = inputLimit
+        pending = PendingInput(limit: inputLimit)
         output = evbuffer_new()
     }
 
     deinit {
         evbuffer_free(output)
-        pending?.deallocate()
     }
 
     var queuedOutput: Int { evbuffer_get_length(output) }
@@ -92,48 +84,6 @@ final class Connection {
         evbuffer_drain(output, evbuffer_get_length(output))
         evbuffer_add_buffer(output, kept)
         evbuffer_free(kept)
-    }
-
-    /// Keeps `count` unhandled bytes for the next pass, after any already kept.
-    func keepPending(_ bytes: UnsafeRawPointer, count: Int) {
-        precondition(pendingCount + count <= inputLimit, "more unhandled input than the front may hold")
-        reservePending(pendingCount + count)
-        (pending! + pendingCount).copyMemory(from: bytes, byteCount: count)
-        pendingCount += count
-    }
-
-    /// Room for more input after what is pending: at least 64 KiB, or what is left below
-    /// `inputLimit` when that is less (0 once the limit is reached).
-    func pendingRoom() -> UnsafeMutableRawBufferPointer {
-        let wanted = min(inputLimit, pendingCount + 65536)
-        reservePending(wanted)
-        return UnsafeMutableRawBufferPointer(start: pending! + pendingCount, count: max(0, wanted - pendingCount))
-    }
-
-    /// Grows the buffer to hold `count` bytes, doubling, up to `inputLimit`.
-    private func reservePending(_ count: Int) {
-        guard count > pendingCapacity || pending == nil else { return }
-        let capacity = min(inputLimit, max(count, min(inputLimit, max(65536, 2 * pendingCapacity))))
-        let grown = UnsafeMutableRawPointer.allocate(byteCount: max(capacity, 1), alignment: 16)
-        if let pending {
-            grown.copyMemory(from: pending, byteCount: pendingCount)
-            pending.deallocate()
-        }
-        pending = grown
-        pendingCapacity = capacity
-    }
-
-    /// Drops the first `count` pending bytes; frees the buffer once empty so idle connections stay small.
-    func consumePending(_ count: Int) {
-        guard count > 0 else { return }
-        pendingCount -= count
-        if pendingCount == 0 {
-            pending?.deallocate()
-            pending = nil
-            pendingCapacity = 0
-        } else {
-            pending!.copyMemory(from: pending! + count, byteCount: pendingCount)
-        }
     }
 
     /// Frees the events, which belong to the worker's event_base.
@@ -151,9 +101,6 @@ final class Connection {
         detachEvents()
         close(fd)
         phase = .closed
-        pending?.deallocate()
-        pending = nil
-        pendingCount = 0
-        pendingCapacity = 0
+        pending.release()
     }
 }

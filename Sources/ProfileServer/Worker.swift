@@ -336,14 +336,14 @@ final class Worker: @unchecked Sendable {
     fileprivate func readable(_ connection: Connection) {
         guard connection.phase == .serving else { return }
         passStart = monotonicNanos()
-        if connection.pendingCount == 0 {
+        if connection.pending.isEmpty {
             guard !connection.peerClosed else { return finishPass(connection) }
             // Never more than the front's input limit: what is left unhandled must fit the connection.
-            let n = recv(connection.fd, readBuffer, min(readBufferBytes, connection.inputLimit), 0)
+            let n = recv(connection.fd, readBuffer, min(readBufferBytes, connection.pending.limit), 0)
             if n > 0 {
                 let used = handleInput(connection, readBuffer, n)
                 if used < n && connection.phase == .serving {
-                    connection.keepPending(readBuffer + used, count: n - used)
+                    connection.pending.keep(readBuffer + used, count: n - used)
                 }
             } else {
                 noteReadResult(connection, n)
@@ -352,10 +352,10 @@ final class Worker: @unchecked Sendable {
             // Never more than the front's input limit buffered: a request longer than that is
             // refused, not stored.
             if !connection.peerClosed && connection.jobsInFlight == 0 {
-                let room = connection.pendingRoom()
+                let room = connection.pending.room()
                 if room.count > 0 {
                     let n = recv(connection.fd, room.baseAddress!, room.count, 0)
-                    if n > 0 { connection.pendingCount += n } else { noteReadResult(connection, n) }
+                    if n > 0 { connection.pending.received(n) } else { noteReadResult(connection, n) }
                 }
             }
             handlePending(connection)
@@ -378,7 +378,7 @@ final class Worker: @unchecked Sendable {
             return
         }
         // Room again: take up the input that backpressure left waiting.
-        if connection.phase == .serving && connection.pendingCount > 0 {
+        if connection.phase == .serving && !connection.pending.isEmpty {
             passStart = monotonicNanos()
             handlePending(connection)
         }
@@ -387,9 +387,9 @@ final class Worker: @unchecked Sendable {
 
     /// Serves lines kept in the connection's own buffer.
     private func handlePending(_ connection: Connection) {
-        guard connection.pendingCount > 0, connection.phase == .serving else { return }
-        let used = handleInput(connection, connection.pending!, connection.pendingCount)
-        if connection.phase != .closed { connection.consumePending(used) }
+        guard !connection.pending.isEmpty, connection.phase == .serving else { return }
+        let used = handleInput(connection, connection.pending.base!, connection.pending.count)
+        if connection.phase != .closed { connection.pending.consume(used) }
     }
 
     /// Ends a pass over a connection: hand writes to the writer, publish counters, send
@@ -453,7 +453,7 @@ final class Worker: @unchecked Sendable {
 
     /// Whether what is pending holds a request to serve, not only the start of one.
     private func hasCompleteRequest(_ connection: Connection) -> Bool {
-        connection.pendingCount > 0 && !connection.needsMoreInput
+        !connection.pending.isEmpty && !connection.needsMoreInput
     }
 
     /// Sends the pass's replies: straight from scratch when nothing is queued before them.
