@@ -11,7 +11,7 @@ enum ASCII {
 }
 
 /// Copies the bytes of `text` to `out`; returns how many.
-@inline(__always)
+@inline(__always) @usableFromInline
 func copyBytes(_ text: StaticString, to out: UnsafeMutableRawPointer) -> Int {
     let count = text.utf8CodeUnitCount
     out.copyMemory(from: text.utf8Start, byteCount: count)

@@ -5,19 +5,21 @@
 ///
 /// Stateless; any thread may use it.
 public enum ReplyEncoder {
-    // Fixed replies, LF included; copy them with `write(_:to:)`.
-    public static var pong: StaticString { "PONG\n" }
-    public static var stored: StaticString { "STORED\n" }
-    public static var updated: StaticString { "UPDATED\n" }
-    public static var deleted: StaticString { "DELETED\n" }
-    public static var yes: StaticString { "YES\n" }
-    public static var no: StaticString { "NO\n" }
-    public static var ok: StaticString { "OK\n" }
-    public static var bye: StaticString { "BYE\n" }
+    // Fixed replies, LF included; copy them with `write(_:to:)`. Inlinable, so that the
+    // server's copy of one is a few stores.
+    @inlinable public static var pong: StaticString { "PONG\n" }
+    @inlinable public static var stored: StaticString { "STORED\n" }
+    @inlinable public static var updated: StaticString { "UPDATED\n" }
+    @inlinable public static var deleted: StaticString { "DELETED\n" }
+    @inlinable public static var yes: StaticString { "YES\n" }
+    @inlinable public static var no: StaticString { "NO\n" }
+    @inlinable public static var ok: StaticString { "OK\n" }
+    @inlinable public static var bye: StaticString { "BYE\n" }
     /// Closes the lists of MGET, RECENT, SCAN and STATS.
-    public static var end: StaticString { "END\n" }
+    @inlinable public static var end: StaticString { "END\n" }
 
     /// Copies a fixed reply to `out`; returns its length.
+    @inlinable
     public static func write(_ reply: StaticString, to out: UnsafeMutableRawPointer) -> Int {
         copyBytes(reply, to: out)
     }
@@ -133,6 +135,22 @@ public enum ReplyEncoder {
         n += copyBytes(name, to: out + n)
         n += copyBytes(" ", to: out + n)
         n += writeDecimal(value, to: out + n)
+        n += copyBytes("\n", to: out + n)
+        return n
+    }
+
+    /// Bytes in `STAT <name> <text>\n`.
+    public static func statLineCount(name: StaticString, text: StaticString) -> Int {
+        5 + name.utf8CodeUnitCount + 1 + text.utf8CodeUnitCount + 1
+    }
+
+    /// Writes `STAT <name> <text>\n` at `out`, which must have room for `statLineCount`
+    /// bytes; returns the bytes written. `name` and `text` must be bare tokens.
+    public static func writeStatLine(name: StaticString, text: StaticString, to out: UnsafeMutableRawPointer) -> Int {
+        var n = copyBytes("STAT ", to: out)
+        n += copyBytes(name, to: out + n)
+        n += copyBytes(" ", to: out + n)
+        n += copyBytes(text, to: out + n)
         n += copyBytes("\n", to: out + n)
         return n
     }

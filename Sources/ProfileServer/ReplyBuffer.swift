@@ -19,35 +19,9 @@ struct ReplyBuffer: ~Copyable {
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
     var end: UnsafeMutableRawPointer { base + count }
 
-    mutating func append(_ text: StaticString) {
-        let n = text.utf8CodeUnitCount
-        (base + count).copyMemory(from: text.utf8Start, byteCount: n)
-        count += n
-    }
-
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }
         (base + count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
         count += bytes.count
-    }
-
-    mutating func appendByte(_ byte: UInt8) {
-        base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
-        count += 1
-    }
-
-    /// Appends a non-negative integer in decimal.
-    mutating func appendDecimal(_ value: Int) {
-        var v = max(0, value)
-        var digits = 0
-        var probe = v
-        repeat { digits += 1; probe /= 10 } while probe > 0
-        var i = count + digits - 1
-        repeat {
-            base.storeBytes(of: UInt8(48 + v % 10), toByteOffset: i, as: UInt8.self)
-            v /= 10
-            i -= 1
-        } while v > 0
-        count += digits
     }
 }

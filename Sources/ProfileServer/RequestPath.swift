@@ -124,8 +124,7 @@ extension Worker {
     private func execute(_ command: Command, on connection: Connection, mustFetch: Bool) {
         switch command {
         case .ping:
-            reserve(8, connection)
-            out.append("PONG\n")
+            reply(ReplyEncoder.pong, connection)
         case .get(let userId):
             if context.shared != nil { return lookUpShared(.get, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
             do { try lookUp(userId, exists: false, on: connection) } catch { reply(storeError: error, to: connection) }
@@ -138,8 +137,7 @@ extension Worker {
             let mark = Mark(self, connection)
             do {
                 for i in 0..<count { try lookUp(decoder.argument(i), exists: false, on: connection) }
-                reserve(4, connection)
-                out.append("END\n")
+                reply(ReplyEncoder.end, connection)
             } catch {
                 failStore(since: mark, on: connection, error)
             }
@@ -148,10 +146,7 @@ extension Worker {
                 return submitFetch(.count(.line), verb: .count, arguments: 0, argument: { _ in fatalError() },
                                    lookups: [], keyPrefix: 0, tickets: [], connection)
             }
-            reserve(32, connection)
-            out.append("COUNT ")
-            out.appendDecimal(context.writePath.rowCount)
-            out.appendByte(0x0A)
+            reply("COUNT", number: context.writePath.rowCount, connection)
         case .recent(let limit):
             if context.shared != nil {
                 return submitFetch(.recent(limit: limit), verb: .recent, arguments: 0, argument: { _ in fatalError() },
@@ -160,8 +155,7 @@ extension Worker {
             let mark = Mark(self, connection)
             do {
                 try reader!.recent(limit: limit) { row in appendValueLine(row, connection) }
-                reserve(4, connection)
-                out.append("END\n")
+                reply(ReplyEncoder.end, connection)
             } catch {
                 failStore(since: mark, on: connection, error)
             }
@@ -173,8 +167,7 @@ extension Worker {
             let mark = Mark(self, connection)
             do {
                 try reader!.scan(after: after, limit: limit) { row in appendValueLine(row, connection) }
-                reserve(4, connection)
-                out.append("END\n")
+                reply(ReplyEncoder.end, connection)
             } catch {
                 failStore(since: mark, on: connection, error)
             }
@@ -183,8 +176,7 @@ extension Worker {
         case .auth(let token):
             authenticate(token, connection)
         case .quit:
-            reserve(4, connection)
-            out.append("BYE\n")
+            reply(ReplyEncoder.bye, connection)
             connection.phase = .closing
         case .set:
             enqueue(.set, .set, arguments: 3, connection)
@@ -240,8 +232,7 @@ extension Worker {
             counters.cacheHits += 1
             counters.getHits += 1
             if exists {
-                reserve(4, connection)
-                out.append("YES\n")
+                reply(ReplyEncoder.yes, connection)
             } else {
                 out.count += replyCount
             }
@@ -266,8 +257,7 @@ extension Worker {
                 let encoded = encodeForCache(row, at: out.end)
                 context.cache.fill(userId, profile: encoded, ticket: ticket)
                 if exists {
-                    reserve(4, connection)
-                    out.append("YES\n")
+                    reply(ReplyEncoder.yes, connection)
                 } else {
                     out.count += encoded.reply.count
                 }
@@ -277,8 +267,7 @@ extension Worker {
 
     private func appendAbsent(_ userId: UnsafeRawBufferPointer, exists: Bool, _ connection: Connection) {
         if exists {
-            reserve(3, connection)
-            out.append("NO\n")
+            reply(ReplyEncoder.no, connection)
         } else {
             reserve(ReplyEncoder.notFoundLineCount(userId: userId), connection)
             out.count += ReplyEncoder.writeNotFoundLine(userId: userId, to: out.end)
@@ -305,6 +294,20 @@ extension Worker {
     @inline(__always)
     func reserve(_ count: Int, _ connection: Connection) {
         if out.remaining < count { spill(connection) }
+    }
+
+    /// Appends one of ReplyEncoder's fixed replies (`ReplyEncoder.stored`).
+    @inline(__always)
+    func reply(_ fixed: StaticString, _ connection: Connection) {
+        reserve(fixed.utf8CodeUnitCount, connection)
+        out.count += ReplyEncoder.write(fixed, to: out.end)
+    }
+
+    /// Appends `<keyword> <number>\n` (`COUNT 42`, `STORED 3`).
+    func reply(_ keyword: StaticString, number: Int, _ connection: Connection) {
+        let value = UInt64(clamping: number)
+        reserve(ReplyEncoder.numberLineCount(keyword, value), connection)
+        out.count += ReplyEncoder.writeNumberLine(keyword, value, to: out.end)
     }
 
     func reply(error: ProtocolError, to connection: Connection) {
@@ -364,14 +367,12 @@ extension Worker {
 
     private func authenticate(_ token: UnsafeRawBufferPointer, _ connection: Connection) {
         guard context.tokens.isEnabled else {
-            reserve(3, connection)
-            out.append("OK\n")
+            reply(ReplyEncoder.ok, connection)
             return
         }
         if let role = context.tokens.role(of: token) {
             connection.role = role
-            reserve(3, connection)
-            out.append("OK\n")
+            reply(ReplyEncoder.ok, connection)
         } else {
             connection.role = .none
             reply(error: .wrongToken, to: connection)
@@ -387,22 +388,15 @@ extension Worker {
         }
         switch job.lineOutcome {
         case .stored:
-            reserve(7, connection)
-            out.append("STORED\n")
+            reply(ReplyEncoder.stored, connection)
         case .storedCount(let n):
-            reserve(24, connection)
-            out.append("STORED ")
-            out.appendDecimal(n)
-            out.appendByte(0x0A)
+            reply("STORED", number: n, connection)
         case .updated:
-            reserve(8, connection)
-            out.append("UPDATED\n")
+            reply(ReplyEncoder.updated, connection)
         case .deleted:
-            reserve(8, connection)
-            out.append("DELETED\n")
+            reply(ReplyEncoder.deleted, connection)
         case .flushed:
-            reserve(3, connection)
-            out.append("OK\n")
+            reply(ReplyEncoder.ok, connection)
         case .notFound:
             appendAbsent(job.argument(0), exists: false, connection)
         case .pending:
@@ -416,20 +410,13 @@ extension Worker {
         // The one value that is not a number, so only a node over PostgreSQL has it
         // (docs/CLUSTER.md): a single node's STATS stays all numbers, as PROTOCOL.md promises.
         if context.shared != nil {
-            reserve(32, connection)
-            out.append("STAT store_kind ")
-            out.append(snapshot.storeKind)
-            out.appendByte(0x0A)
+            reserve(ReplyEncoder.statLineCount(name: "store_kind", text: snapshot.storeKind), connection)
+            out.count += ReplyEncoder.writeStatLine(name: "store_kind", text: snapshot.storeKind, to: out.end)
         }
         for (name, value) in snapshot.values {
-            reserve(64, connection)
-            out.append("STAT ")
-            out.append(name)
-            out.appendByte(0x20)
-            out.appendDecimal(value)
-            out.appendByte(0x0A)
+            reserve(ReplyEncoder.statLineCount(name: name, value: UInt64(clamping: value)), connection)
+            out.count += ReplyEncoder.writeStatLine(name: name, value: UInt64(clamping: value), to: out.end)
         }
-        reserve(4, connection)
-        out.append("END\n")
+        reply(ReplyEncoder.end, connection)
     }
 }

@@ -43,8 +43,7 @@ extension Worker {
             if mustFetch { throw NeedsFetch.miss }
             for i in 0..<count { try lookUp(id(i), exists: verb == .exists, on: connection) }
             if verb == .mget {
-                reserve(4, connection)
-                out.append("END\n")
+                reply(ReplyEncoder.end, connection)
             }
         } catch let reason as NeedsFetch {
             takeBack(since: mark, on: connection)
@@ -103,8 +102,7 @@ extension Worker {
                 let userId = job.userId(index)
                 switch (verb, job.profile(index)) {
                 case (.exists, let values):
-                    reserve(4, connection)
-                    out.append(values == nil ? "NO\n" : "YES\n")
+                    reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
                 case (_, let values?):
                     appendValueLine(ProfileRow(userId: userId, name: values.name, portraitUri: values.portraitUri), connection)
                 case (_, nil):
@@ -113,20 +111,15 @@ extension Worker {
                 }
             }
             if verb == .mget {
-                reserve(4, connection)
-                out.append("END\n")
+                reply(ReplyEncoder.end, connection)
             }
         case .count(.line):
-            reserve(32, connection)
-            out.append("COUNT ")
-            out.appendDecimal(job.count)
-            out.appendByte(0x0A)
+            reply("COUNT", number: job.count, connection)
         case .count(.resp):
             respInteger(job.count, connection)
         case .recent, .scan:
             for index in 0..<job.rowCount { appendValueLine(job.row(index), connection) }
-            reserve(4, connection)
-            out.append("END\n")
+            reply(ReplyEncoder.end, connection)
         case .resp(let command):
             var views: [UnsafeRawBufferPointer] = []
             for index in 0..<job.argumentCount { views.append(job.argument(index)) }

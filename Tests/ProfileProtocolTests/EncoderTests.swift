@@ -154,6 +154,11 @@ private func roundTrips(_ value: [UInt8]) -> Bool {
         #expect(stat.exact)
         #expect(stat.bytes == bytes("STAT cmd_get \(value)\n"))
     }
+    let kind = written(count: ReplyEncoder.statLineCount(name: "store_kind", text: "postgres")) {
+        ReplyEncoder.writeStatLine(name: "store_kind", text: "postgres", to: $0)
+    }
+    #expect(kind.exact)
+    #expect(kind.bytes == bytes("STAT store_kind postgres\n"))
 }
 
 @Test func fixedReplies() {
