@@ -35,6 +35,8 @@ let package = Package(
 
         // Threads, locks and the clock, for the modules that run threads of their own.
         .target(name: "ProfileSystem", dependencies: ["CLinux"]),
+        // How the three executables read `--flag value`: one set of rules and messages.
+        .target(name: "CommandLineFlags"),
 
         .target(name: "ProfileProtocol", swiftSettings: hotPath),
         // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
@@ -51,15 +53,16 @@ let package = Package(
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.
-        .target(name: "ProfileAdmin", dependencies: ["ProfileClient", "ProfileStore", "ProfileProtocol"]),
-        .target(name: "ProfileBench", dependencies: ["ProfileClient", "ProfileProtocol"]),
+        .target(name: "ProfileAdmin", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileProtocol"]),
+        .target(name: "ProfileBench", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileProtocol"]),
 
-        .executableTarget(name: "profiled", dependencies: ["ProfileServer", "ProfileStore"]),
+        .executableTarget(name: "profiled", dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore"]),
         .executableTarget(name: "profilectl", dependencies: ["ProfileAdmin"]),
         .executableTarget(name: "profilebench", dependencies: ["ProfileBench"]),
 
         // Starting the built executables and talking to them, shared by the black-box tests.
         .target(name: "ProfileTestSupport", dependencies: ["ProfileClient"], path: "Tests/ProfileTestSupport"),
+        .testTarget(name: "CommandLineFlagsTests", dependencies: ["CommandLineFlags"]),
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol", "ProfileTestSupport"]),
         .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),

@@ -1,3 +1,5 @@
+import CommandLineFlags
+
 /// A command's flags, arguments and help.
 ///
 /// Threading: constants; any thread.
@@ -129,13 +131,11 @@ struct ParsedArguments {
     ///   decoded with U+FFFD in their place).
     init(_ words: [String], spec: CommandSpec, notUTF8 invalid: Set<Int> = []) throws(AdminError) {
         let names = spec.argumentNames
-        var index = 0
+        var reader = FlagReader(words, error: AdminError.usage)
         var onlyArguments = false
-        while index < words.count {
-            let word = words[index]
-            index += 1
+        while let word = reader.nextWord() {
             if onlyArguments || word == "-" || !word.hasPrefix("-") {
-                if invalid.contains(index - 1) {
+                if invalid.contains(reader.position - 1) {
                     let name = names.isEmpty ? "" : " (\(names[min(arguments.count, names.count - 1)]))"
                     notUTF8.append("argument \(arguments.count + 1)\(name)")
                 }
@@ -150,28 +150,16 @@ struct ParsedArguments {
                 wantsHelp = true
                 continue
             }
-            var flag = word == "-o" ? "output" : String(word.drop { $0 == "-" })
-            var inline: String? = nil
-            if let eq = flag.firstIndex(of: "=") {
-                inline = String(flag[flag.index(after: eq)...])
-                flag = String(flag[..<eq])
-            }
-            if spec.switches.contains(flag) && inline == nil {
-                switches.insert(flag)
-            } else if spec.valueFlags.contains(flag) {
-                if invalid.contains(inline == nil ? index : index - 1) { notUTF8.append("the value of --\(flag)") }
-                if let inline {
-                    values[flag] = inline
-                } else {
-                    guard index < words.count else { throw AdminError.usage("\(word) needs a value") }
-                    // A forgotten value must not swallow the next flag (`--db --strict`).
-                    guard !words[index].hasPrefix("--") else {
-                        throw AdminError.usage("\(word) needs a value, not the flag \(words[index]) "
-                                               + "(write --\(flag)=VALUE for a value that starts with --)")
-                    }
-                    values[flag] = words[index]
-                    index += 1
-                }
+            // One dash will do as well as two (`-db`), and `-o` is `--output`. A message names
+            // the flag as typed, which only a flag without an attached value ever needs.
+            let long = Flag("--" + (word == "-o" ? "output" : word.drop { $0 == "-" }))
+            let flag = long.inlineValue == nil ? Flag(spelling: word, name: long.name) : long
+            if spec.switches.contains(flag.name) && flag.inlineValue == nil {
+                switches.insert(flag.name)
+            } else if spec.valueFlags.contains(flag.name) {
+                let valuePosition = flag.inlineValue == nil ? reader.position : reader.position - 1
+                if invalid.contains(valuePosition) { notUTF8.append("the value of --\(flag.name)") }
+                values[flag.name] = try reader.value(of: flag)
             } else {
                 throw AdminError.usage("\(spec.name) has no option \(word)")
             }
@@ -189,10 +177,7 @@ struct ParsedArguments {
     /// A whole number flag in `range`, or `otherwise` when absent.
     func number(_ flag: String, in range: ClosedRange<Int>, otherwise: Int?) throws(AdminError) -> Int? {
         guard let text = values[flag] else { return otherwise }
-        guard let n = Int(text), range.contains(n) else {
-            throw AdminError.usage("--\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-        }
-        return n
+        return try FlagValue.wholeNumber(text, in: range, for: "--\(flag)", error: AdminError.usage)
     }
 
     /// The connection flags, with `PROFILED_TOKEN` as the token's fallback.

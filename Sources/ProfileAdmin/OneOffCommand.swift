@@ -1,3 +1,4 @@
+import CommandLineFlags
 import Glibc
 import ProfileClient
 import ProfileProtocol
@@ -50,10 +51,7 @@ struct OneOffCommand {
 
     private func recentArgument() throws(AdminError) -> Int {
         guard name == "recent", let text = parsed.arguments.first else { return Limits.recentDefault }
-        guard let n = Int(text), (1...Limits.maxCount).contains(n) else {
-            throw AdminError.usage("recent takes a whole number from 1 to \(Limits.maxCount), not '\(text)'")
-        }
-        return n
+        return try FlagValue.wholeNumber(text, in: 1...Limits.maxCount, for: "recent", error: AdminError.usage)
     }
 
     /// On a terminal, asks; elsewhere only `--yes` will do. False when the answer is no.

@@ -1,3 +1,5 @@
+import CommandLineFlags
+
 /// How ids are drawn from the key space.
 public enum KeyDistribution: Sendable, Equatable, CustomStringConvertible {
     case uniform
@@ -104,78 +106,43 @@ extension BenchOptions {
         // The flags given, for those that cannot go together.
         var given: Set<String> = []
         var targetAddress: String? = nil
-        var index = 0
-        while index < arguments.count {
-            var flag = arguments[index]
-            var inlineValue: String? = nil
-            if flag.hasPrefix("--"), let eq = flag.firstIndex(of: "=") {
-                inlineValue = String(flag[flag.index(after: eq)...])
-                flag = String(flag[..<eq])
-            }
-            index += 1
-            func value() throws(UsageError) -> String {
-                if let inlineValue { return inlineValue }
-                guard index < arguments.count else { throw UsageError("\(flag) needs a value") }
-                // A forgotten value must not swallow the next flag (`--unix --json`).
-                guard !arguments[index].hasPrefix("--") else {
-                    throw UsageError("\(flag) needs a value, not the flag \(arguments[index]) "
-                                     + "(write \(flag)=VALUE for a value that starts with --)")
-                }
-                index += 1
-                return arguments[index - 1]
-            }
-            func number(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
-                let text = try value()
-                guard let n = Int(text), range.contains(n) else {
-                    throw UsageError("\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-                }
-                return n
-            }
-            func fraction(_ range: ClosedRange<Double>) throws(UsageError) -> Double {
-                let text = try value()
-                guard let x = Double(text), range.contains(x) else {
-                    throw UsageError("\(flag) takes a number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-                }
-                return x
-            }
-            func noValue() throws(UsageError) {
-                if inlineValue != nil { throw UsageError("\(flag) takes no value") }
-            }
-            switch flag {
+        var reader = FlagReader(arguments, error: UsageError.init)
+        while let flag = reader.nextFlag() {
+            switch flag.spelling {
             case "--target":
-                let text = try value()
+                let text = try reader.value(of: flag)
                 try options.setTarget(text)
                 if text.contains("://") { targetAddress = text }
             case "--host":
-                let host = try value()
+                let host = try reader.value(of: flag)
                 guard !host.isEmpty else { throw UsageError("--host needs an address") }
                 options.host = host
-            case "--port": options.port = UInt16(try number(1...65535))
+            case "--port": options.port = UInt16(try reader.wholeNumber(of: flag, in: 1...65535))
             case "--unix":
-                let path = try value()
+                let path = try reader.value(of: flag)
                 guard !path.isEmpty else { throw UsageError("--unix needs a path") }
                 options.unixPath = path
-            case "--token": options.token = try value()
-            case "--conns": options.connections = try number(1...10_000)
-            case "--pipeline": options.pipeline = try number(1...4096)
-            case "--threads": options.threads = try number(1...64)
-            case "--duration": options.durationSeconds = try fraction(0.1...86_400)
-            case "--requests": options.requests = try number(1...1_000_000_000_000)
-            case "--keys": options.keys = try number(1...1_000_000_000)
-            case "--dist": options.distribution = try parseDistribution(try value())
-            case "--mix": options.mix = try OperationMix.parse(try value())
-            case "--mget-size": options.mgetSize = try number(1...1000)
-            case "--miss-ratio": options.missRatio = try fraction(0...1)
-            case "--preload": try noValue(); options.preload = true
-            case "--warm": try noValue(); options.warm = true
-            case "--rate": options.rate = try number(1...100_000_000)
-            case "--value-size": options.valueSize = try number(2...2304)
-            case "--seed": options.seed = UInt64(try number(0...Int.max))
-            case "--json": try noValue(); options.json = true
+            case "--token": options.token = try reader.value(of: flag)
+            case "--conns": options.connections = try reader.wholeNumber(of: flag, in: 1...10_000)
+            case "--pipeline": options.pipeline = try reader.wholeNumber(of: flag, in: 1...4096)
+            case "--threads": options.threads = try reader.wholeNumber(of: flag, in: 1...64)
+            case "--duration": options.durationSeconds = try reader.decimalNumber(of: flag, in: 0.1...86_400)
+            case "--requests": options.requests = try reader.wholeNumber(of: flag, in: 1...1_000_000_000_000)
+            case "--keys": options.keys = try reader.wholeNumber(of: flag, in: 1...1_000_000_000)
+            case "--dist": options.distribution = try parseDistribution(try reader.value(of: flag))
+            case "--mix": options.mix = try OperationMix.parse(try reader.value(of: flag))
+            case "--mget-size": options.mgetSize = try reader.wholeNumber(of: flag, in: 1...1000)
+            case "--miss-ratio": options.missRatio = try reader.decimalNumber(of: flag, in: 0...1)
+            case "--preload": try reader.refuseValue(of: flag); options.preload = true
+            case "--warm": try reader.refuseValue(of: flag); options.warm = true
+            case "--rate": options.rate = try reader.wholeNumber(of: flag, in: 1...100_000_000)
+            case "--value-size": options.valueSize = try reader.wholeNumber(of: flag, in: 2...2304)
+            case "--seed": options.seed = UInt64(try reader.wholeNumber(of: flag, in: 0...Int.max))
+            case "--json": try reader.refuseValue(of: flag); options.json = true
             case "--help", "-h": return .help
-            default: throw UsageError("unknown option '\(flag)'")
+            default: throw UsageError("unknown option '\(flag.spelling)'")
             }
-            given.insert(flag)
+            given.insert(flag.spelling)
         }
         if given.contains("--duration") && given.contains("--requests") {
             throw UsageError("--duration and --requests both say when the run ends: give one")

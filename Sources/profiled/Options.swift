@@ -1,3 +1,4 @@
+import CommandLineFlags
 import Glibc
 import ProfileServer
 import ProfileStore
@@ -61,10 +62,7 @@ struct Settings {
     /// Applies one option; `name` is without the leading dashes.
     mutating func apply(_ name: String, _ value: String) throws(UsageError) {
         func number(_ range: ClosedRange<Int>) throws(UsageError) -> Int {
-            guard let n = Int(value), range.contains(n) else {
-                throw UsageError(message: "\(name) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(value)'")
-            }
-            return n
+            try FlagValue.wholeNumber(value, in: range, for: name, error: UsageError.init(message:))
         }
         func nonEmpty(_ what: String) throws(UsageError) -> String {
             guard !value.isEmpty else { throw UsageError(message: "\(name) needs \(what)") }
@@ -159,38 +157,22 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
     var settings = Settings()
     var given: Set<String> = []
     var configPath: String? = nil
-    var index = 0
-    while index < arguments.count {
-        var flag = arguments[index]
-        var inlineValue: String? = nil
-        if flag.hasPrefix("--"), let eq = flag.firstIndex(of: "=") {
-            inlineValue = String(flag[flag.index(after: eq)...])
-            flag = String(flag[..<eq])
-        }
-        index += 1
-        switch flag {
+    var reader = FlagReader(arguments, error: UsageError.init(message:))
+    while let flag = reader.nextFlag() {
+        switch flag.spelling {
         case "--help", "-h": return .help
         case "--version": return .version
         default: break
         }
-        guard flag.hasPrefix("--") else { throw UsageError(message: "unexpected argument '\(flag)'") }
-        let name = String(flag.dropFirst(2))
-        guard name == "config" || Settings.names.contains(name) else { throw UsageError(message: "unknown flag '\(flag)'") }
+        guard flag.spelling.hasPrefix("--") else { throw UsageError(message: "unexpected argument '\(flag.spelling)'") }
+        let name = flag.name
+        guard name == "config" || Settings.names.contains(name) else { throw UsageError(message: "unknown flag '\(flag.spelling)'") }
         let value: String
         if Settings.switches.contains(name) {
-            guard inlineValue == nil else { throw UsageError(message: "\(flag) takes no value") }
+            try reader.refuseValue(of: flag)
             value = "true"
-        } else if let inlineValue {
-            value = inlineValue
         } else {
-            guard index < arguments.count else { throw UsageError(message: "\(flag) needs a value") }
-            // A forgotten value must not swallow the next flag (`--db --port 0`).
-            guard !arguments[index].hasPrefix("--") else {
-                throw UsageError(message: "\(flag) needs a value, not the flag \(arguments[index]) "
-                                 + "(write \(flag)=VALUE for a value that starts with --)")
-            }
-            value = arguments[index]
-            index += 1
+            value = try reader.value(of: flag)
         }
         if name == "config" {
             configPath = value
