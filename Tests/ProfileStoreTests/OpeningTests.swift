@@ -133,9 +133,7 @@ import Testing
         do {
             let writer = try openStore(path).makeWriter()
             let name = String(repeating: "n", count: 200)
-            try writer.transaction {
-                for index in 0..<2000 { try writer.upsert(Profile("user\(index)", name, "")) }
-            }
+            try writer.upsert((0..<2000).map { Profile("user\($0)", name, "") })
         }
         let whole = contents(of: path)
         #expect(whole.count > 100_000)
