@@ -36,7 +36,7 @@ import Testing
     @Test func aNewFileGetsTheSchemaVersionAndApplicationId() throws {
         let path = directory.file("profiles.sqlite3")
         _ = try openStore(path)
-        #expect(SQLiteProfileStore.schemaVersion == 2)
+        #expect(Schema.version == 2)
         #expect(try integer("PRAGMA user_version", on: path) == 2)
         #expect(try integer("SELECT merged_seq FROM log_state", on: path) == 0)
         #expect(try integer("PRAGMA application_id", on: path) == 0x5052_4F46)
