@@ -42,8 +42,8 @@ public protocol ProfileReader: AnyObject {
 /// Writes the profile table directly, for offline tools (an import into a store file that no
 /// server holds): large transactions, no write log.
 ///
-/// The write methods belong inside `transaction`; called outside one, each
-/// runs in a transaction of its own.
+/// `upsert(_:)` belongs inside `transaction`; called outside one, it runs in a transaction of
+/// its own.
 ///
 /// Threading: not thread-safe. One thread at a time.
 public protocol ProfileWriter: AnyObject {
@@ -51,33 +51,16 @@ public protocol ProfileWriter: AnyObject {
     /// nothing of `body` stays. A write that fails dooms the transaction even
     /// when `body` catches its error. Not reentrant.
     func transaction<R>(_ body: () throws -> R) throws -> R
-    /// Inserts or replaces a profile and gives it the next write sequence, so
-    /// later calls are newer, also within one transaction. The row may be
-    /// written at a later call of the transaction, which then reports its
-    /// failure.
-    func upsert(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) throws
-    /// Inserts or replaces `count` rows as if upserted one after another in index order: row i
-    /// gets a newer write sequence than row i - 1, and a repeated id keeps its last row. The
-    /// store may write them in another order; SQLite writes rows sorted by id far faster into
-    /// a large table. The views `row` returns need only live until the next call to it.
-    func upsert(count: Int, row: (Int) -> ProfileRow) throws
     /// An empty batch for `upsert(_:)`; it keeps at most one run of rows in memory and the
     /// rest in an unnamed temporary file beside the store.
     func makeUpsertBatch() -> UpsertBatch
     /// Inserts or replaces every row of `batch` as if upserted one after another in the order
-    /// they were appended (as `upsert(count:row:)` does), writing them sorted by id, then
-    /// empties the batch, also when it throws. A large batch into a table not much larger may
-    /// build the recency table again within the transaction instead of appending to it.
+    /// they were appended: each row gets a newer write sequence than the rows before it, those
+    /// of earlier batches of the transaction included, and a repeated id keeps its last row.
+    /// Writes them sorted by id, then empties the batch, also when it throws. A large batch
+    /// into a table not much larger may build the recency table again within the transaction
+    /// instead of appending to it.
     func upsert(_ batch: UpsertBatch) throws
-    /// Changes the given fields (nil keeps a field) and bumps the write
-    /// sequence, then calls `body` with the row as it now is, or with nil when
-    /// there is no such profile (and nothing changed).
-    func update(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer?, portraitUri: UnsafeRawBufferPointer?,
-                _ body: (ProfileRow?) throws -> Void) throws
-    /// Removes a profile; true when there was one.
-    func delete(userId: UnsafeRawBufferPointer) throws -> Bool
-    /// Removes every profile.
-    func deleteAll() throws
     /// Copies the write-ahead log into the database and truncates it; called
     /// at clean shutdown, outside a transaction.
     func checkpoint() throws

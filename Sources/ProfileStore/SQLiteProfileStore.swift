@@ -24,16 +24,13 @@ public enum SynchronousMode: Sendable {
 /// Threading: thread-safe. Any thread may make readers and writers; each of those then
 /// belongs to one thread at a time.
 public final class SQLiteProfileStore: LocalProfileStore {
-    /// PRAGMA user_version of a file this build writes.
-    public static let schemaVersion: Int32 = Schema.version
     /// Rows a merge writes per transaction unless told otherwise: a range takes a fraction of
     /// a second, so an abandoned one loses little, and a FLUSHALL or a stop waits little.
-    public static let defaultRowsPerMergeRange = 16_384
+    static let defaultRowsPerMergeRange = 16_384
 
     let file: StoreFile
     private let buffer: WriteBuffer
     private let writerCacheKibibytes: Int
-    private let rowsPerMergeRange: Int
     private let writePathOpened = Atomic<Bool>(false)
 
     /// Opens the store at `path`.
@@ -48,16 +45,13 @@ public final class SQLiteProfileStore: LocalProfileStore {
     ///     its own cache.
     ///   - writeBufferBytes: how much memory committed writes may take before they are merged
     ///     into the table (see `ProfileWritePath.commit` for what happens near it).
-    ///   - rowsPerMergeRange: rows a merge writes per transaction.
     /// - Throws: `.locked` while another store holds the file; `.notADatabase`,
     ///   `.newerSchema` or `.corrupt` for a file it will not use, which it leaves
     ///   untouched; otherwise what SQLite or the system reports.
     public init(path: String, synchronous: SynchronousMode = .normal, busyTimeoutMilliseconds: Int32 = 5000,
-                writerCacheMebibytes: Int = 256, writeBufferBytes: Int = 256 << 20,
-                rowsPerMergeRange: Int = SQLiteProfileStore.defaultRowsPerMergeRange) throws(StoreError) {
+                writerCacheMebibytes: Int = 256, writeBufferBytes: Int = 256 << 20) throws(StoreError) {
         file = try StoreFile(path: path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         writerCacheKibibytes = writerCacheMebibytes * 1024
-        self.rowsPerMergeRange = rowsPerMergeRange
         buffer = WriteBuffer(limitBytes: writeBufferBytes)
         do {
             try Schema.prepare(file)
@@ -76,8 +70,7 @@ public final class SQLiteProfileStore: LocalProfileStore {
     private func recover() throws(StoreError) {
         let connection = try Connection(file: file)
         let mergedThrough = try Merger.mergedThrough(connection)
-        let merger = try Merger(file: file, buffer: buffer, log: nil, cacheKibibytes: writerCacheKibibytes,
-                                rowsPerRange: rowsPerMergeRange) { _, _ in }
+        let merger = try Merger(file: file, buffer: buffer, log: nil, cacheKibibytes: writerCacheKibibytes) { _, _ in }
         let buffer = self.buffer
         let replayed = try WriteLogReader.replay(file, mergedThrough: mergedThrough) { (record) throws(StoreError) in
             buffer.prepareIndex(forAdding: 1)
@@ -108,6 +101,14 @@ public final class SQLiteProfileStore: LocalProfileStore {
 
     /// The write path, telling `warn` what goes wrong in the background (a merge that fails).
     public func openWritePath(warn: @escaping @Sendable (_ message: String, _ error: String) -> Void) throws
+        -> any ProfileWritePath {
+        try openWritePath(rowsPerMergeRange: Self.defaultRowsPerMergeRange, warn: warn)
+    }
+
+    /// The write path with merges of `rowsPerMergeRange` rows per transaction: tests make
+    /// ranges small, so that a merge takes many of them.
+    func openWritePath(rowsPerMergeRange: Int,
+                       warn: @escaping @Sendable (_ message: String, _ error: String) -> Void) throws
         -> any ProfileWritePath {
         precondition(!writePathOpened.exchange(true, ordering: .relaxed), "a second write path for one store")
         let connection = try Connection(file: file)

@@ -8,9 +8,8 @@ import CSQLite
 /// begins, under the write lock: it survives restarts, and a rollback needs no
 /// repair because the next transaction reads it again.
 ///
-/// Upserts are written in batches (see `PendingUpserts`) before any other
-/// statement and before COMMIT, so a failed upsert may surface at a later
-/// call of the same transaction. Any failed write dooms its transaction: the
+/// An upsert writes its rows several to a statement (see `PendingUpserts`),
+/// all of them before it returns. Any failed write dooms its transaction: the
 /// transaction rolls back and throws that error even if the body caught it.
 ///
 /// Threading: one thread at a time (the writer thread).
@@ -23,10 +22,6 @@ final class SQLiteProfileWriter: ProfileWriter {
     private let countStatement: Statement
     private let upsertStatement: Statement
     private let upsertBatchStatement: Statement
-    private let updateStatement: Statement
-    private let deleteStatement: Statement
-    private let deleteAllStatement: Statement
-    private let deleteRecentStatement: Statement
     private let checkpointStatement: Statement
     private let pending = PendingUpserts()
     /// The write sequence of the newest row, while `isInTransaction`.
@@ -45,13 +40,6 @@ final class SQLiteProfileWriter: ProfileWriter {
         countStatement = try Statement(connection, "SELECT count(*) FROM profiles")
         upsertStatement = try Statement(connection, Self.upsertSQL(rows: 1))
         upsertBatchStatement = try Statement(connection, Self.upsertSQL(rows: PendingUpserts.batchRows))
-        updateStatement = try Statement(connection, """
-            UPDATE profiles SET name = ifnull(?2, name), portrait_uri = ifnull(?3, portrait_uri), seq = ?4
-            WHERE user_id = ?1 RETURNING user_id, name, portrait_uri
-            """)
-        deleteStatement = try Statement(connection, "DELETE FROM profiles WHERE user_id = ?1")
-        deleteAllStatement = try Statement(connection, "DELETE FROM profiles")
-        deleteRecentStatement = try Statement(connection, "DELETE FROM recent")
         try connection.execute(RecencyTable.triggersSQL)
         checkpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(TRUNCATE)")
     }
@@ -99,14 +87,10 @@ final class SQLiteProfileWriter: ProfileWriter {
         try beginStatement.run()
         isInTransaction = true
         failure = nil
-        defer {
-            isInTransaction = false
-            pending.removeAll()
-        }
+        defer { isInTransaction = false }
         do {
             lastSequence = try lastSequenceStatement.firstInteger()
             let result = try body()
-            try writePendingUpserts()
             if let failure { throw failure }
             try commitStatement.checkFault()
             try commitStatement.run()
@@ -115,27 +99,6 @@ final class SQLiteProfileWriter: ProfileWriter {
             rollbackStatement.rollBackIfOpen()
             throw error
         }
-    }
-
-    func upsert(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) throws {
-        guard isInTransaction else {
-            return try transaction { try upsert(userId: userId, name: name, portraitUri: portraitUri) }
-        }
-        lastSequence += 1
-        pending.append(userId: userId, name: name, portraitUri: portraitUri, sequence: lastSequence)
-        if pending.count == PendingUpserts.batchRows {
-            try writePendingUpserts()
-        }
-    }
-
-    func upsert(count: Int, row: (Int) -> ProfileRow) throws {
-        guard count > 0 else { return }
-        let batch = makeUpsertBatch()
-        for index in 0..<count {
-            let current = row(index)
-            try batch.append(userId: current.userId, name: current.name, portraitUri: current.portraitUri)
-        }
-        try upsert(batch)
     }
 
     func makeUpsertBatch() -> UpsertBatch {
@@ -152,10 +115,12 @@ final class SQLiteProfileWriter: ProfileWriter {
         guard isInTransaction else {
             return try transaction { try upsert(batch) }
         }
-        defer { batch.removeAll() }
+        defer {
+            batch.removeAll()
+            // A batch that failed part way leaves rows pending, which its doomed transaction drops.
+            pending.removeAll()
+        }
         do throws(StoreError) {
-            // Rows written before the batch are older than all of it.
-            try writePendingUpserts()
             let base = lastSequence
             let rebuild = try shouldRebuildRecency(adding: batch.count)
             // In id order the rows' sequences are random, and appending them to `recent` one by
@@ -210,51 +175,6 @@ final class SQLiteProfileWriter: ProfileWriter {
         try connection.execute(sql)
     }
 
-    func update(userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer?, portraitUri: UnsafeRawBufferPointer?,
-                _ body: (ProfileRow?) throws -> Void) throws {
-        guard isInTransaction else {
-            return try transaction { try update(userId: userId, name: name, portraitUri: portraitUri, body) }
-        }
-        try writePendingUpserts()
-        let statement = updateStatement
-        defer { statement.reset() }
-        // With RETURNING, the first step makes the change and yields the row.
-        let found = try write(statement) { statement throws(StoreError) in
-            try statement.bind(1, userId)
-            try statement.bind(2, name)
-            try statement.bind(3, portraitUri)
-            try statement.bind(4, lastSequence + 1)
-        }
-        guard found else {
-            return try body(nil)
-        }
-        lastSequence += 1
-        try body(statement.profileRow)
-    }
-
-    func delete(userId: UnsafeRawBufferPointer) throws -> Bool {
-        guard isInTransaction else {
-            return try transaction { try delete(userId: userId) }
-        }
-        try writePendingUpserts()
-        defer { deleteStatement.reset() }
-        _ = try write(deleteStatement) { statement throws(StoreError) in try statement.bind(1, userId) }
-        return sqlite3_changes64(connection.handle) > 0
-    }
-
-    func deleteAll() throws {
-        guard isInTransaction else {
-            return try transaction { try deleteAll() }
-        }
-        try writePendingUpserts()
-        defer {
-            deleteAllStatement.reset()
-            deleteRecentStatement.reset()
-        }
-        _ = try write(deleteAllStatement) { _ throws(StoreError) in }
-        _ = try write(deleteRecentStatement) { _ throws(StoreError) in }
-    }
-
     func checkpoint() throws {
         try checkpointStatement.checkFault()
         // The row is (busy, log frames, checkpointed frames).
@@ -270,19 +190,17 @@ final class SQLiteProfileWriter: ProfileWriter {
     private func writePendingUpserts() throws(StoreError) {
         let pending = self.pending
         try pending.write(single: upsertStatement, batch: upsertBatchStatement) { statement, rows throws(StoreError) in
-            _ = try write(statement) { statement throws(StoreError) in try pending.bind(rows, to: statement) }
+            try write(statement) { statement throws(StoreError) in try pending.bind(rows, to: statement) }
         }
     }
 
     /// Binds and steps a writing statement once; a failure dooms the
-    /// transaction. The caller resets the statement after reading any row.
-    ///
-    /// - Returns: whether the step produced a row.
-    private func write(_ statement: Statement, bind: (Statement) throws(StoreError) -> Void) throws(StoreError) -> Bool {
+    /// transaction. The caller resets the statement.
+    private func write(_ statement: Statement, bind: (Statement) throws(StoreError) -> Void) throws(StoreError) {
         do {
             try statement.checkFault()
             try bind(statement)
-            return try statement.step()
+            _ = try statement.step()
         } catch {
             if failure == nil { failure = error }
             throw error

@@ -30,16 +30,11 @@ final class Statement {
         sqlite3_finalize(handle)
     }
 
-    /// Binds text at a 1-based index; nil binds NULL.
+    /// Binds text at a 1-based index.
     @inline(__always)
-    func bind(_ index: Int32, _ text: UnsafeRawBufferPointer?) throws(StoreError) {
-        let code: Int32
-        if let text {
-            let bytes = text.baseAddress?.assumingMemoryBound(to: CChar.self) ?? profiled_sqlite_empty_text()
-            code = sqlite3_bind_text(handle, index, bytes, Int32(text.count), nil)
-        } else {
-            code = sqlite3_bind_null(handle, index)
-        }
+    func bind(_ index: Int32, _ text: UnsafeRawBufferPointer) throws(StoreError) {
+        let bytes = text.baseAddress?.assumingMemoryBound(to: CChar.self) ?? profiled_sqlite_empty_text()
+        let code = sqlite3_bind_text(handle, index, bytes, Int32(text.count), nil)
         guard code == SQLITE_OK else { throw connection.error(code, sql: sql) }
     }
 

@@ -29,7 +29,7 @@ public final class UpsertBatch {
     /// Per row in memory: where its values start in `bytes` and how long each is.
     private var rows: [MemoryRow] = []
     /// Rows handed over so far, in memory and in runs.
-    public private(set) var count = 0
+    private(set) var count = 0
     /// The batch position of the first row in memory.
     private var firstInMemory = 0
 

@@ -36,7 +36,7 @@ import Testing
     @Test func aNewFileGetsTheSchemaVersionAndApplicationId() throws {
         let path = directory.file("profiles.sqlite3")
         _ = try openStore(path)
-        #expect(SQLiteProfileStore.schemaVersion == 2)
+        #expect(Schema.version == 2)
         #expect(try integer("PRAGMA user_version", on: path) == 2)
         #expect(try integer("SELECT merged_seq FROM log_state", on: path) == 0)
         #expect(try integer("PRAGMA application_id", on: path) == 0x5052_4F46)
@@ -133,9 +133,7 @@ import Testing
         do {
             let writer = try openStore(path).makeWriter()
             let name = String(repeating: "n", count: 200)
-            try writer.transaction {
-                for index in 0..<2000 { try writer.upsert(Profile("user\(index)", name, "")) }
-            }
+            try writer.upsert((0..<2000).map { Profile("user\($0)", name, "") })
         }
         let whole = contents(of: path)
         #expect(whole.count > 100_000)

@@ -20,7 +20,7 @@ import Testing
         #expect(try reader.recent(-1) == [])
     }
 
-    @Test func rewritingAndUpdatingMakeAProfileNewest() throws {
+    @Test func rewritingMakesAProfileNewest() throws {
         let store = try openStore(directory.file("profiles.sqlite3"))
         let writer = try store.makeWriter()
         let reader = try store.makeReader()
@@ -28,22 +28,32 @@ import Testing
 
         try writer.upsert(Profile("a", "again", ""))
         #expect(try reader.recent(10) == ["a", "c", "b"])
-        _ = try writer.update("b", name: "changed", portraitUri: nil)
-        #expect(try reader.recent(10) == ["b", "a", "c"])
-        _ = try writer.update("missing", name: "x", portraitUri: nil)
-        #expect(try reader.recent(10) == ["b", "a", "c"])
+        try writer.upsert([Profile("b", "", ""), Profile("c", "", ""), Profile("b", "again", "")])
+        #expect(try reader.recent(10) == ["b", "c", "a"])
     }
 
-    @Test func deletedProfilesAreNotShown() throws {
-        let store = try openStore(directory.file("profiles.sqlite3"))
-        let writer = try store.makeWriter()
+    /// Changes and removals go through the write path: readers see the new order before it is
+    /// merged, and the table keeps it after.
+    @Test func updatingMakesAProfileNewestAndDeletedProfilesAreNotShown() throws {
+        let path = directory.file("profiles.sqlite3")
+        let store = try openStore(path)
+        try store.makeWriter().upsert(["a", "b", "c", "d"].map { Profile($0, "", "") })
         let reader = try store.makeReader()
-        for id in ["a", "b", "c"] { try writer.upsert(Profile(id, "", "")) }
-        _ = try writer.delete("c")
-        _ = try writer.delete("a")
-        #expect(try reader.recent(10) == ["b"])
-        try writer.upsert(Profile("d", "", ""))
-        #expect(try reader.recent(10) == ["d", "b"])
+        let writes = try store.openWritePath()
+
+        try writes.commit(TestUnit(.patch("b", name: .set("changed"), portraitUri: .keep,
+                                          createsMissing: false, removesEmptied: false)))
+        #expect(try reader.recent(10) == ["b", "d", "c", "a"])
+        try writes.commit(TestUnit(.patch("missing", name: .set("x"), portraitUri: .keep,
+                                          createsMissing: false, removesEmptied: false)))
+        #expect(try reader.recent(10) == ["b", "d", "c", "a"])
+        try writes.commit(TestUnit([.remove("d"), .remove("a")]))
+        #expect(try reader.recent(10) == ["b", "c"])
+        try writes.commit(TestUnit(.put("e", "", "")))
+        #expect(try reader.recent(10) == ["e", "b", "c"])
+        try writes.close()
+        #expect(tableRows(path).count == 3)
+        #expect(try reader.recent(10) == ["e", "b", "c"])
     }
 
     @Test func orderSurvivesReopening() throws {

@@ -61,37 +61,28 @@ func withBytes<R>(_ text: String, _ body: (UnsafeRawBufferPointer) throws -> R) 
     try Array(text.utf8).withUnsafeBytes(body)
 }
 
-func withOptionalBytes<R>(_ text: String?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-    guard let text else { return try body(nil) }
-    return try withBytes(text) { try body($0) }
+extension UpsertBatch {
+    func append(_ profiles: [Profile]) throws {
+        for profile in profiles {
+            try withBytes(profile.userId) { id in
+                try withBytes(profile.name) { name in
+                    try withBytes(profile.portraitUri) { uri in try append(userId: id, name: name, portraitUri: uri) }
+                }
+            }
+        }
+    }
 }
 
 extension ProfileWriter {
+    /// Upserts the profiles as one batch, so each is newer than the ones before it.
+    func upsert(_ profiles: [Profile]) throws {
+        let batch = makeUpsertBatch()
+        try batch.append(profiles)
+        try upsert(batch)
+    }
+
     func upsert(_ profile: Profile) throws {
-        try withBytes(profile.userId) { id in
-            try withBytes(profile.name) { name in
-                try withBytes(profile.portraitUri) { uri in
-                    try upsert(userId: id, name: name, portraitUri: uri)
-                }
-            }
-        }
-    }
-
-    /// The row after the update, or nil when there was none.
-    func update(_ userId: String, name: String?, portraitUri: String?) throws -> Profile? {
-        var updated: Profile?
-        try withBytes(userId) { id in
-            try withOptionalBytes(name) { name in
-                try withOptionalBytes(portraitUri) { uri in
-                    try update(userId: id, name: name, portraitUri: uri) { row in updated = row.map(Profile.init) }
-                }
-            }
-        }
-        return updated
-    }
-
-    func delete(_ userId: String) throws -> Bool {
-        try withBytes(userId) { try delete(userId: $0) }
+        try upsert([profile])
     }
 }
 

@@ -26,10 +26,8 @@ private struct Abort: Error {}
 
         #expect(throws: Abort.self) {
             try writer.transaction {
-                try writer.upsert(Profile("new", "n", ""))
-                try writer.upsert(Profile("keep", "changed", ""))
-                _ = try writer.update("keep", name: "again", portraitUri: nil)
-                _ = try writer.delete("keep")
+                try writer.upsert([Profile("new", "n", ""), Profile("keep", "changed", "")])
+                try writer.upsert(Profile("keep", "again", ""))
                 throw Abort()
             }
         }
@@ -56,11 +54,12 @@ private struct Abort: Error {}
     @Test func theTransactionReturnsTheBodysResult() throws {
         let store = try openStore(directory.file("profiles.sqlite3"))
         let writer = try store.makeWriter()
-        let deleted = try writer.transaction {
+        let result = try writer.transaction { () throws -> String in
             try writer.upsert(Profile("a", "", ""))
-            return try writer.delete("a")
+            return "result"
         }
-        #expect(deleted)
+        #expect(result == "result")
+        #expect(try store.makeReader().get("a") != nil)
     }
 
     @Test func nestedTransactionsAreRefusedWithoutHarm() throws {
@@ -74,36 +73,20 @@ private struct Abort: Error {}
         #expect(try store.makeReader().recent(10) == ["after", "outer"])
     }
 
-    @Test func aChunkOfRowsKeepsItsOrderHoweverTheStoreWritesIt() throws {
+    @Test func aBatchKeepsItsOrderHoweverTheStoreWritesIt() throws {
         let store = try openStore(directory.file("profiles.sqlite3"))
         let writer = try store.makeWriter()
         try writer.upsert(Profile("m", "before", ""))
-        let rows = [Profile("z", "1", ""), Profile("a", "2", ""), Profile("m", "3", ""), Profile("a", "4", ""),
-                    Profile("ä", "5", ""), Profile("b", "6", "")]
-        // One buffer holding every value, alive across the call as the views must be.
-        var arena: [UInt8] = []
-        var spans: [(Range<Int>, Range<Int>, Range<Int>)] = []
-        for p in rows {
-            let a = arena.count; arena += Array(p.userId.utf8)
-            let b = arena.count; arena += Array(p.name.utf8)
-            let c = arena.count; arena += Array(p.portraitUri.utf8)
-            spans.append((a..<b, b..<c, c..<arena.count))
-        }
         try writer.transaction {
-            try arena.withUnsafeBytes { raw in
-                try writer.upsert(count: rows.count) { i in
-                    ProfileRow(userId: UnsafeRawBufferPointer(rebasing: raw[spans[i].0]),
-                               name: UnsafeRawBufferPointer(rebasing: raw[spans[i].1]),
-                               portraitUri: UnsafeRawBufferPointer(rebasing: raw[spans[i].2]))
-                }
-            }
+            try writer.upsert([Profile("z", "1", ""), Profile("a", "2", ""), Profile("m", "3", ""), Profile("a", "4", ""),
+                               Profile("ä", "5", ""), Profile("b", "6", "")])
             try writer.upsert(Profile("after", "7", ""))
         }
         let reader = try store.makeReader()
         #expect(try reader.get("a") == Profile("a", "4", ""))
         #expect(try reader.get("m") == Profile("m", "3", ""))
         #expect(try reader.count() == 6)
-        // Newest first: file order decides, not id order; a repeated id counts at its last row.
+        // Newest first: append order decides, not id order; a repeated id counts at its last row.
         #expect(try reader.recent(10) == ["after", "b", "ä", "a", "m", "z"])
     }
 
@@ -153,7 +136,7 @@ private struct Abort: Error {}
         }
         #expect(error?.kind == kind)
         #expect(error?.resultCode == code)
-        #expect(throws: StoreError.self) { try writer.deleteAll() }
+        #expect(throws: StoreError.self) { try writer.upsert(Profile("other", "o", "")) }
         #expect(try reader.get("keep") != nil)
         #expect(try reader.count() == 1)
 
@@ -167,9 +150,8 @@ private struct Abort: Error {}
         let writer = try store.makeWriter()
         let error = storeError {
             try writer.transaction {
+                // The upsert has written its rows when it returns, so only COMMIT is left.
                 try writer.upsert(Profile("a", "", ""))
-                // A delete writes the pending upsert first, so only COMMIT is left.
-                #expect(try !writer.delete("b"))
                 store.setFault(SQLITE_FULL)
             }
         }
@@ -185,7 +167,7 @@ private struct Abort: Error {}
             try writer.transaction {
                 try writer.upsert(Profile("a", "", ""))
                 store.setFault(SQLITE_FULL)
-                #expect(storeError { _ = try writer.delete("a") }?.kind == .full)
+                #expect(storeError { try writer.upsert(Profile("a", "again", "")) }?.kind == .full)
                 store.setFault(nil)
                 try writer.upsert(Profile("b", "", ""))
             }
@@ -196,8 +178,8 @@ private struct Abort: Error {}
         #expect(try store.makeReader().recent(10) == ["c"])
     }
 
-    /// More upserts than one batch statement holds, with ids repeated within
-    /// a batch and across batches.
+    /// More rows than one statement of the writer holds, with ids repeated within a batch and
+    /// across the two batches of one transaction.
     @Test func manyUpsertsInOneTransactionKeepTheirOrderAndLastValues() throws {
         let store = try openStore(directory.file("profiles.sqlite3"))
         let writer = try store.makeWriter()
@@ -205,7 +187,8 @@ private struct Abort: Error {}
             Profile("id\(index * 7 % 41)", "name\(index)", "uri\(index)")
         }
         try writer.transaction {
-            for profile in writes { try writer.upsert(profile) }
+            try writer.upsert(Array(writes[..<60]))
+            try writer.upsert(Array(writes[60...]))
         }
         var newestFirst: [Profile] = []
         for profile in writes.reversed() where !newestFirst.contains(where: { $0.userId == profile.userId }) {
@@ -218,21 +201,6 @@ private struct Abort: Error {}
             #expect(try reader.get(profile.userId) == profile)
         }
         #expect(try Set(sequences(store).values).count == newestFirst.count)
-    }
-
-    @Test func pendingUpsertsAreWrittenBeforeOtherStatementsSeeTheTable() throws {
-        let store = try openStore(directory.file("profiles.sqlite3"))
-        let writer = try store.makeWriter()
-        try writer.transaction {
-            try writer.upsert(Profile("a", "one", ""))
-            #expect(try writer.update("a", name: nil, portraitUri: "u") == Profile("a", "one", "u"))
-            try writer.upsert(Profile("b", "", ""))
-            #expect(try writer.delete("b"))
-            try writer.upsert(Profile("c", "", ""))
-            try writer.deleteAll()
-            try writer.upsert(Profile("d", "", ""))
-        }
-        #expect(try store.makeReader().recent(10) == ["d"])
     }
 
     @Test func aWriteLockHeldPastTheTimeoutIsBusy() throws {

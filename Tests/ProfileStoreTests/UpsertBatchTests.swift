@@ -13,16 +13,6 @@ private struct Abort: Error {}
         UpsertBatch(directory: directory.path, path: store.file.path, runRows: runRows)
     }
 
-    func append(_ profiles: [Profile], to batch: UpsertBatch) throws {
-        for p in profiles {
-            try withBytes(p.userId) { id in
-                try withBytes(p.name) { name in
-                    try withBytes(p.portraitUri) { uri in try batch.append(userId: id, name: name, portraitUri: uri) }
-                }
-            }
-        }
-    }
-
     /// Whether `recent` has a live row for every profile, and the file's quick_check, read
     /// behind the store's back.
     func recencyAndCheck(_ store: SQLiteProfileStore) throws -> (recencyComplete: Bool, check: String) {
@@ -58,7 +48,7 @@ private struct Abort: Error {}
                     Profile("", "7", ""), Profile("ä", "8", ""), Profile("b", "9", ""),
                     Profile("ab", "10", "u10")]
         let batch = batch(store, runRows: 3)
-        try append(rows, to: batch)
+        try batch.append(rows)
         #expect(batch.count == 10)
         #expect(batch.runs.count == 3)
         try writer.transaction {
@@ -86,7 +76,7 @@ private struct Abort: Error {}
         // Ids in an order unrelated to input order, each written twice: the second half wins.
         let ids = (0..<count).map { String(($0 &* 7919) % count) }
         let batch = writer.makeUpsertBatch()
-        try append(ids.map { Profile($0, "first", "") } + ids.map { Profile($0, "second", "") }, to: batch)
+        try batch.append(ids.map { Profile($0, "first", "") } + ids.map { Profile($0, "second", "") })
         try writer.upsert(batch)
         let reader = try store.makeReader()
         #expect(try reader.count() == count)
@@ -97,7 +87,7 @@ private struct Abort: Error {}
         // The next one rebuilds `recent` too (the table is not much larger than the batch); a
         // rollback after it, or a fault, leaves the rows and `recent` as they were.
         let again = writer.makeUpsertBatch()
-        try append(ids.map { Profile($0, "third", "") }, to: again)
+        try again.append(ids.map { Profile($0, "third", "") })
         #expect(throws: Abort.self) {
             try writer.transaction {
                 try writer.upsert(again)
@@ -106,7 +96,7 @@ private struct Abort: Error {}
             }
         }
         #expect(again.count == 0)
-        try append(ids.map { Profile($0, "third", "") }, to: again)
+        try again.append(ids.map { Profile($0, "third", "") })
         store.setFault(SQLITE_FULL)
         #expect(storeError { try writer.upsert(again) }?.kind == .full)
         store.setFault(nil)

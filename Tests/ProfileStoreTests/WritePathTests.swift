@@ -125,8 +125,8 @@ import Testing
     }
 
     @Test func mergesMoveWritesIntoTheTableWhileReadersKeepSeeingThem() throws {
-        let store = try SQLiteProfileStore(path: path, writeBufferBytes: 1 << 20, rowsPerMergeRange: 7)
-        let writes = try store.openWritePath()
+        let store = try SQLiteProfileStore(path: path, writeBufferBytes: 1 << 20)
+        let writes = try store.openWritePath(rowsPerMergeRange: 7) { _, _ in }
         let reader = try store.makeReader()
         try reader.beginRead()
         // A snapshot of the table taken before the merge: the reader must not trust it after.
@@ -152,8 +152,8 @@ import Testing
     /// given up and run again at once, from where the last committed range ended. However
     /// often that happens, every write ends up in the table.
     @Test func mergesAbandonedInTheBackgroundLoseNothing() throws {
-        let store = try SQLiteProfileStore(path: path, writeBufferBytes: 1 << 20, rowsPerMergeRange: 2000)
-        let writes = try store.openWritePath()
+        let store = try SQLiteProfileStore(path: path, writeBufferBytes: 1 << 20)
+        let writes = try store.openWritePath(rowsPerMergeRange: 2000) { _, _ in }
         let padding = String(repeating: "p", count: 300)
         var expected: [String: String] = [:]
         for round in 0..<40 {
