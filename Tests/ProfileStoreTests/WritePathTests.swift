@@ -261,6 +261,70 @@ import Testing
         #expect(writes.rowCount == 2)
     }
 
+    /// Under `--sync normal` the log syncer syncs within about a second of a write and not
+    /// again while nothing is written; under `full` every commit syncs itself and the syncer
+    /// does nothing.
+    @Test func theLogIsSyncedOnceASecondAfterWrites() throws {
+        do {
+            let store = try openStore(path)
+            let writes = try store.openWritePath()
+            defer { try? writes.close() }
+            let before = writes.statistics.logSyncs
+            try writes.commit(TestUnit(.put("a", "A", "")))
+            let written = ContinuousClock.now
+            #expect(eventually { writes.statistics.logSyncs > before })
+            #expect(ContinuousClock.now - written < .seconds(5), "the write waited more than 5 s for its sync")
+            // Whatever was dirty is synced within the next tick; after that, nothing is.
+            usleep(1_200_000)
+            let settled = writes.statistics.logSyncs
+            usleep(2_200_000)
+            #expect(writes.statistics.logSyncs == settled, "the syncer synced a log nobody wrote")
+        }
+        let full = try SQLiteProfileStore(path: directory.file("full.sqlite3"), synchronous: .full)
+        let writes = try full.openWritePath()
+        defer { try? writes.close() }
+        try writes.commit(TestUnit(.put("a", "A", "")))
+        usleep(1_500_000)
+        #expect(writes.statistics.logSyncs == 0)
+    }
+
+    /// A background sync that fails is kept: the write acknowledged before it stays, every
+    /// commit after it fails with the reason, reads go on, and reopening replays the log.
+    @Test func aFailedSyncRefusesLaterWrites() throws {
+        do {
+            let store = try openStore(path)
+            let writes = try store.openWritePath()
+            defer { try? writes.close() }
+            try writes.commit(TestUnit(.put("a", "A", "")))
+            // Once that write is synced, nothing is dirty until the next one.
+            #expect(eventually { writes.statistics.logSyncs > 0 })
+            store.setSyncFault(errno: EIO)
+            try writes.commit(TestUnit(.put("b", "B", "")))
+            #expect(eventually { writes.unhealthyReason != nil })
+            let refused = writes.commit([TestUnit(.put("c", "C", ""))])[0]
+            guard case .failure(let error) = refused else {
+                Issue.record("a commit went through after a failed sync")
+                return
+            }
+            #expect(error.reason.hasPrefix("a sync of the write log to disk failed ("), "\(error.reason)")
+            #expect(error.reason.hasSuffix("writes are refused until a restart"))
+            #expect(!error.reason.contains(path))
+            #expect(writes.unhealthyReason == error.reason)
+            let reader = try store.makeReader()
+            #expect(try reader.get("b") == Profile("b", "B", ""))
+            #expect(try reader.get("c") == nil)
+        }
+        let reopened = try openStore(path)
+        let writes = try reopened.openWritePath()
+        defer { try? writes.close() }
+        let reader = try reopened.makeReader()
+        #expect(try reader.get("a") == Profile("a", "A", ""))
+        #expect(try reader.get("b") == Profile("b", "B", ""))
+        #expect(try reader.get("c") == nil)
+        #expect(writes.rowCount == 2)
+        try writes.commit(TestUnit(.put("c", "C", "")))
+    }
+
     /// Merges cannot run while another connection holds the database's write lock: commits go
     /// on into the buffer, are held back once it is half full, and fail with a reason once it
     /// stays full past the busy timeout; readers are answered throughout, and once the lock
