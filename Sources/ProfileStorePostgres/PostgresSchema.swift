@@ -41,14 +41,16 @@ enum PostgresSchema {
         """
         CREATE FUNCTION profiles_next_seq() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            IF NEW.seq IS NOT DISTINCT FROM OLD.seq THEN
-                NEW.seq := nextval('profiles_seq');
-            END IF;
+            NEW.seq := nextval('profiles_seq');
             RETURN NEW;
         END
         $$
         """,
-        "CREATE TRIGGER profiles_next_seq BEFORE UPDATE ON profiles FOR EACH ROW EXECUTE FUNCTION profiles_next_seq()",
+        // The WHEN spares a node's own upserts, which set seq, a call into PL/pgSQL per row.
+        """
+        CREATE TRIGGER profiles_next_seq BEFORE UPDATE ON profiles FOR EACH ROW
+            WHEN (NEW.seq IS NOT DISTINCT FROM OLD.seq) EXECUTE FUNCTION profiles_next_seq()
+        """,
         // `I <epoch seconds> <length>:<id><length>:<id>...`: lengths in bytes, since an id may
         // hold any character but NUL; payloads stay under PostgreSQL's 8,000 bytes.
         """
