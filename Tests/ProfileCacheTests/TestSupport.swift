@@ -102,7 +102,9 @@ extension ProfileCache {
 /// tokens after the id when the line has the `VALUE <id> <name> <uri>` shape, else none.
 func encodedProfile(_ reply: UnsafeRawBufferPointer) -> EncodedProfile {
     var spaces: [Int] = []
-    for (offset, byte) in reply.enumerated() where byte == 0x20 { spaces.append(offset) }
+    // An index loop: threads of the concurrency tests first instantiating the generic
+    // metadata of `enumerated()` together hung in the Swift runtime under ThreadSanitizer.
+    for offset in 0..<reply.count where reply[offset] == 0x20 { spaces.append(offset) }
     let empty = UnsafeRawBufferPointer(start: nil, count: 0)
     guard spaces.count == 3, reply.last == 0x0A else { return EncodedProfile(reply: reply, name: empty, portraitUri: empty) }
     return EncodedProfile(reply: reply, userIdInReply: UnsafeRawBufferPointer(rebasing: reply[spaces[0] + 1..<spaces[1]]),
