@@ -185,6 +185,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Queues the statement in libpq's output buffer; false when libpq refuses (the
     /// connection is bad).
     private func send(_ connection: OpaquePointer, _ sql: String, _ parameters: [[UInt8]?]) -> Bool {
+        // Without parameters there is no buffer to build: an array made with a capacity of 0
+        // writes its count into the runtime's one shared empty array, a race between threads.
+        guard !parameters.isEmpty else { return PQsendQueryParams(connection, sql, 0, nil, nil, nil, nil, 0) == 1 }
         // One buffer holds every parameter, each followed by the zero byte that ends a C string.
         var offsets: [Int?] = []
         offsets.reserveCapacity(parameters.count)

@@ -29,7 +29,9 @@ public struct PostgresResult: Sendable {
         }
         var starts = [Int]()
         starts.reserveCapacity(cells + 1)
-        bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
+        // At least one byte: an array made with a capacity of 0 writes its count into the
+        // runtime's one shared empty array, a race between threads.
+        bytes = [UInt8](unsafeUninitializedCapacity: max(total, 1)) { buffer, count in
             for cell in 0..<cells {
                 let row = Int32(cell / columnCount), column = Int32(cell % columnCount)
                 if PQgetisnull(result, row, column) != 0 {

@@ -290,15 +290,13 @@ import Testing
     /// Nodes started together create the schema once, under the advisory lock.
     @Test func nodesStartedTogetherShareOneSchema() throws {
         let database = try makeTestDatabase()
-        let started = Locked<Int>(0)
-        nonisolated(unsafe) var servers: [TestServer?] = Array(repeating: nil, count: 4)
-        onThreads(4) { index in
+        let servers = Locked<[TestServer]>([])
+        onThreads(4) { _ in
             if let server = try? TestServer(["--postgres", database]) {
-                servers[index] = server
-                started.withLock { $0 += 1 }
+                servers.withLock { $0.append(server) }
             }
         }
-        #expect(started.withLock { $0 } == 4)
+        #expect(servers.withLock { $0.count } == 4)
         #expect(try psql(database, "SELECT count(*) FROM profiled_schema") == "1")
     }
 }
