@@ -27,6 +27,10 @@ public struct ServerConfiguration: Sendable {
     public var leaseMilliseconds: Int = 1000
     /// Threads that make the shared store's reads, each on a connection of its own.
     var fetcherThreads: Int { 4 }
+    /// Writer threads over the shared store, each with its group commits on a connection of
+    /// its own: one PostgreSQL backend runs one commit at a time, so several keep more of
+    /// them going at once (a connection's writes all go to the same one, in order).
+    var sharedWriterThreads: Int { 4 }
     public var cacheMegabytes: Int = 256
     /// Memory for writes committed and not yet merged into the store's table, in MiB.
     public var writeBufferMegabytes: Int = 256

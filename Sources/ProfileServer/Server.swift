@@ -65,12 +65,13 @@ public final class Server {
                 store = try PostgresProfileStore(conninfo: conninfo, leaseMilliseconds: configuration.leaseMilliseconds) {
                     message, error in Log.warn(message, ["error": error])
                 }
-                let writePath = try store.openWritePath()
+                let writers = try (0..<configuration.sharedWriterThreads).map { _ in
+                    WriteCoordinator(cache: cache, statistics: statistics, writePath: try store.openWritePath(), storeIsShared: true)
+                }
                 fetcherReaders = try (0..<configuration.fetcherThreads).map { _ in try store.makeSharedReader() }
                 let fetcher = FetchCoordinator()
-                let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath, storeIsShared: true)
-                context = ServerContext(configuration: configuration, cache: cache, store: store, writePath: writePath,
-                                        writer: writer, tokens: TokenRegistry(tokenTable), statistics: statistics,
+                context = ServerContext(configuration: configuration, cache: cache, store: store,
+                                        writers: writers, tokens: TokenRegistry(tokenTable), statistics: statistics,
                                         workerCount: threads, fetcher: fetcher)
             } catch {
                 throw StartupError("\(error)")
@@ -90,8 +91,8 @@ public final class Server {
                 throw StartupError("\(error)")
             }
             let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
-            context = ServerContext(configuration: configuration, cache: cache, store: store, writePath: writePath,
-                                    writer: writer, tokens: TokenRegistry(tokenTable), statistics: statistics,
+            context = ServerContext(configuration: configuration, cache: cache, store: store,
+                                    writers: [writer], tokens: TokenRegistry(tokenTable), statistics: statistics,
                                     workerCount: threads)
             do {
                 for i in 0..<threads { readers[i] = try store.makeReader() }
@@ -165,7 +166,9 @@ public final class Server {
         sigaddset(&stopSignals, SIGHUP)
         pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         let context = self.context
-        let writerThread = startThread("writer") { context.writer.run() }
+        let writerThreads = context.writers.enumerated().map { index, writer in
+            startThread(context.writers.count == 1 ? "writer" : "writer-\(index)") { writer.run() }
+        }
         var fetcherThreads: [pthread_t] = []
         if let fetcher = context.fetcher, let shared = context.shared {
             for (index, reader) in fetcherReaders.enumerated() {
@@ -218,14 +221,16 @@ public final class Server {
         for thread in workerThreads { pthread_join(thread, nil) }
         context.fetcher?.stop()
         for thread in fetcherThreads { pthread_join(thread, nil) }
-        context.writer.stop()
-        pthread_join(writerThread, nil)
+        for writer in context.writers { writer.stop() }
+        for thread in writerThreads { pthread_join(thread, nil) }
         context.shared?.stopFollowing()
         // Then what is left of the write log goes into the table, and the WAL into the file.
-        do {
-            try context.writePath.close()
-        } catch {
-            Log.warn("merging the write log at shutdown failed; the next start merges it", ["error": "\(error)"])
+        for writer in context.writers {
+            do {
+                try writer.writePath.close()
+            } catch {
+                Log.warn("merging the write log at shutdown failed; the next start merges it", ["error": "\(error)"])
+            }
         }
         workers.removeAll()
         Log.info("stopped")

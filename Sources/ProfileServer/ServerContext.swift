@@ -9,8 +9,12 @@ final class ServerContext: Sendable {
     let configuration: ServerConfiguration
     let cache: ProfileCache
     let store: any ProfileStore
+    /// The first writer's write path: the store's row count, health and write-path counters,
+    /// which are the store's, whichever path reports them.
     let writePath: any ProfileWritePath
-    let writer: WriteCoordinator
+    /// One for a store of this server's own; several over a shared store. A connection's
+    /// writes all go to one of them (`writer(for:)`), so they commit in the order sent.
+    let writers: [WriteCoordinator]
     /// The store's shared side and the fetchers that read it, when several servers share one
     /// store (PostgreSQL); nil for a store of this server's own, which workers read themselves.
     let shared: (any SharedProfileStore)?
@@ -29,13 +33,14 @@ final class ServerContext: Sendable {
     let respPortBound = Atomic<Int>(0)
 
     init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
-         writePath: any ProfileWritePath, writer: WriteCoordinator, tokens: TokenRegistry,
+         writers: [WriteCoordinator], tokens: TokenRegistry,
          statistics: ServerStatistics, workerCount: Int, fetcher: FetchCoordinator? = nil) {
         self.configuration = configuration
         self.cache = cache
         self.store = store
-        self.writePath = writePath
-        self.writer = writer
+        precondition(!writers.isEmpty, "a server has a writer")
+        writePath = writers[0].writePath
+        self.writers = writers
         shared = store as? any SharedProfileStore
         precondition((shared == nil) == (fetcher == nil), "a shared store is read by fetchers, and only it")
         self.fetcher = fetcher
@@ -49,6 +54,11 @@ final class ServerContext: Sendable {
 
 extension ServerContext {
     var respPort: Int { respPortBound.load(ordering: .relaxed) }
+
+    /// The writer that commits this connection's writes: always the same one while it lives.
+    func writer(for connection: Connection) -> WriteCoordinator {
+        writers.count == 1 ? writers[0] : writers[Int(connection.fd) % writers.count]
+    }
 
     /// Requests answered on either front since the start: INFO's `total_commands_processed`.
     var commandsProcessed: Int {

@@ -397,7 +397,7 @@ final class Worker: @unchecked Sendable {
     func finishPass(_ connection: Connection) {
         endReadTransaction()
         if !jobs.isEmpty {
-            context.writer.submit(jobs)
+            context.writer(for: connection).submit(jobs)
             jobs.removeAll(keepingCapacity: true)
         }
         if !fetchJobs.isEmpty {

@@ -4,7 +4,9 @@ import ProfileProtocol
 import ProfileStore
 import ProfileSystem
 
-/// The single writer: group commit for every write the server accepts.
+/// A writer: group commit for the writes it is given. A server over its own store has one,
+/// for every write; over a shared store it has several, each taking the writes of its share
+/// of the connections (`ServerContext.writer(for:)`), so that several commits run at once.
 ///
 /// Workers queue write jobs; the writer thread takes everything queued, hands it to the
 /// store's write path as one commit, puts each written profile's new reply line into the
@@ -20,7 +22,7 @@ final class WriteCoordinator: @unchecked Sendable {
 
     private let cache: ProfileCache
     private let statistics: ServerStatistics
-    private let writePath: any ProfileWritePath
+    let writePath: any ProfileWritePath
     /// Set when other servers write the same store: a committed write then drops the cached
     /// entry instead of replacing it, since a newer write of another server's may have been
     /// invalidated already between this commit and this update.

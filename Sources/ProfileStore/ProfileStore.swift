@@ -187,7 +187,8 @@ public struct SharedStoreStatistics: Sendable {
 /// Threading: thread-safe. Any thread may ask for the write path, which then stays on the
 /// thread that uses it.
 public protocol ProfileStore: AnyObject, Sendable {
-    /// The server's write path. At most one per store.
+    /// The server's write path: at most one per store with a local log (SQLite); a shared
+    /// store gives each of the server's writers one on a connection of its own.
     func openWritePath() throws -> any ProfileWritePath
     /// Names the store in logs, e.g. its path.
     var description: String { get }

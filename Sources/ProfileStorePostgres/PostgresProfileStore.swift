@@ -36,7 +36,6 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
     private let stopping = Atomic<Bool>(false)
     private var threads: [pthread_t] = []
     private let threadsLock = ConditionLock()
-    private let writePathOpened = Atomic<Bool>(false)
 
     /// Connects (waiting at most `connectSeconds`), and creates the schema when it is absent.
     /// - Throws: one sentence for the operator, naming the server but no password.
@@ -94,9 +93,10 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
 
     // MARK: ProfileStore
 
+    /// A write path on a connection of its own; a server may open several, whose commits
+    /// then run side by side, ordered where they meet by the advisory locks.
     public func openWritePath() throws -> any ProfileWritePath {
-        precondition(!writePathOpened.exchange(true, ordering: .relaxed), "a second write path for one store")
-        return PostgresWritePath(store: self)
+        PostgresWritePath(store: self)
     }
 
     public func makeSharedReader() throws -> any SharedProfileReader {

@@ -40,8 +40,8 @@ final class InProcessServer {
         let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
         var configuration = ServerConfiguration()
         configuration.loopPolicy = loopPolicy
-        context = ServerContext(configuration: configuration, cache: cache, store: store, writePath: writePath,
-                                writer: writer, tokens: TokenRegistry(nil), statistics: statistics,
+        context = ServerContext(configuration: configuration, cache: cache, store: store,
+                                writers: [writer], tokens: TokenRegistry(nil), statistics: statistics,
                                 workerCount: workerCount)
         var workers: [Worker] = []
         for i in 0..<workerCount {
@@ -98,7 +98,7 @@ final class InProcessServer {
         guard let threads else { return }
         for worker in workers { worker.post(.stop) }
         for thread in threads.workers { pthread_join(thread, nil) }
-        context.writer.stop()
+        context.writers[0].stop()
         pthread_join(threads.writer, nil)
         try? context.writePath.close()
         self.threads = nil
