@@ -1,7 +1,6 @@
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
-import ProfileSystem
 import RESPProtocol
 
 /// A read no event loop may make (a shared store's, a network round trip) on its way to a
@@ -113,48 +112,19 @@ final class ReadJob: @unchecked Sendable {
 /// Workers call `submit` from their threads; each fetcher thread runs `run` with a reader of
 /// its own.
 final class FetchCoordinator: @unchecked Sendable {
-    private let lock = ConditionLock()
-    private var queue: [ReadJob] = []
-    private var stopping = false
+    private let queue = JobQueue<ReadJob>()
 
-    func submit(_ jobs: [ReadJob]) {
-        lock.lock()
-        queue.append(contentsOf: jobs)
-        lock.unlock()
-        lock.signal()
-    }
+    func submit(_ jobs: [ReadJob]) { queue.submit(jobs) }
 
     /// Asks every fetcher to finish once the queue is empty.
-    func stop() {
-        lock.lock()
-        stopping = true
-        lock.unlock()
-        lock.broadcast()
-    }
+    func stop() { queue.stop() }
 
     /// A fetcher thread's loop: returns after `stop` once every queued job is answered.
     func run(_ reader: any SharedProfileReader) {
         var batch: [ReadJob] = []
-        while true {
-            lock.lock()
-            while queue.isEmpty && !stopping { lock.wait() }
-            if queue.isEmpty {
-                lock.unlock()
-                return
-            }
-            swap(&batch, &queue)
-            lock.unlock()
+        while queue.take(into: &batch) {
             fetch(batch, reader)
-            var byWorker: [(worker: Worker, jobs: [ReadJob])] = []
-            for job in batch {
-                if let i = byWorker.firstIndex(where: { $0.worker === job.worker }) {
-                    byWorker[i].jobs.append(job)
-                } else {
-                    byWorker.append((job.worker, [job]))
-                }
-            }
-            for (worker, jobs) in byWorker { worker.post(.fetched(jobs)) }
-            batch.removeAll(keepingCapacity: true)
+            post(batch, worker: { $0.worker }, as: WorkerMessage.fetched)
         }
     }
 

@@ -2,7 +2,6 @@ import Glibc
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
-import ProfileSystem
 
 /// A writer: group commit for the writes it is given. A server over its own store has one,
 /// for every write; over a shared store it has several, each taking the writes of its share
@@ -16,9 +15,7 @@ import ProfileSystem
 ///
 /// Workers call `submit` from their threads; `run` belongs to the writer thread.
 final class WriteCoordinator: @unchecked Sendable {
-    private let lock = ConditionLock()
-    private var queue: [WriteJob] = []
-    private var stopping = false
+    private let queue = JobQueue<WriteJob>()
 
     private let cache: ProfileCache
     private let statistics: ServerStatistics
@@ -54,36 +51,17 @@ final class WriteCoordinator: @unchecked Sendable {
     }
 
     /// Queues jobs; called by workers.
-    func submit(_ jobs: [WriteJob]) {
-        lock.lock()
-        queue.append(contentsOf: jobs)
-        lock.unlock()
-        lock.signal()
-    }
+    func submit(_ jobs: [WriteJob]) { queue.submit(jobs) }
 
     /// Asks the writer to finish once the queue is empty.
-    func stop() {
-        lock.lock()
-        stopping = true
-        lock.unlock()
-        lock.signal()
-    }
+    func stop() { queue.stop() }
 
     /// The writer thread's loop: returns after `stop` once every queued job is answered.
     func run() {
         var batch: [WriteJob] = []
-        while true {
-            lock.lock()
-            while queue.isEmpty && !stopping { lock.wait() }
-            if queue.isEmpty {
-                lock.unlock()
-                return
-            }
-            swap(&batch, &queue)
-            lock.unlock()
+        while queue.take(into: &batch) {
             commit(batch)
-            deliver(batch)
-            batch.removeAll(keepingCapacity: true)
+            post(batch, worker: { $0.worker }, as: WorkerMessage.answered)
         }
     }
 
@@ -184,20 +162,6 @@ final class WriteCoordinator: @unchecked Sendable {
             }
             cache.update(row.userId, profile: encodeForCache(row, at: scratch))
         }
-    }
-
-    /// Hands answered jobs back to the workers that took them, in order.
-    private func deliver(_ batch: [WriteJob]) {
-        var byWorker: [(worker: Worker, jobs: [WriteJob])] = []
-        for job in batch {
-            let worker = job.worker
-            if let i = byWorker.firstIndex(where: { $0.worker === worker }) {
-                byWorker[i].jobs.append(job)
-            } else {
-                byWorker.append((worker, [job]))
-            }
-        }
-        for (worker, jobs) in byWorker { worker.post(.answered(jobs)) }
     }
 }
 
