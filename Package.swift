@@ -38,9 +38,11 @@ let package = Package(
         // How the three executables read `--flag value`: one set of rules and messages.
         .target(name: "CommandLineFlags"),
 
-        .target(name: "ProfileProtocol", swiftSettings: hotPath),
+        // Byte copies, decimal numbers and comparisons both wire formats write with.
+        .target(name: "WireBytes", swiftSettings: hotPath),
+        .target(name: "ProfileProtocol", dependencies: ["WireBytes"], swiftSettings: hotPath),
         // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
-        .target(name: "RESPProtocol", swiftSettings: hotPath),
+        .target(name: "RESPProtocol", dependencies: ["WireBytes"], swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         // One libpq connection with a deadline on every call, for stores shared by several nodes.
@@ -49,7 +51,7 @@ let package = Package(
         .target(name: "ProfileStorePostgres", dependencies: ["ProfilePostgres", "ProfileStore", "ProfileSystem"]),
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore",
-                               "ProfileStorePostgres", "UnixSocketAddress"],
+                               "ProfileStorePostgres", "UnixSocketAddress", "WireBytes"],
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.

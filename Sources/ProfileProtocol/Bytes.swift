@@ -1,4 +1,5 @@
 import Glibc
+import WireBytes
 
 /// The bytes the protocol's syntax is made of.
 enum ASCII {
@@ -10,57 +11,9 @@ enum ASCII {
     static let backslash: UInt8 = 0x5C
 }
 
-/// Copies the bytes of `text` to `out`; returns how many.
-@inline(__always) @usableFromInline
-func copyBytes(_ text: StaticString, to out: UnsafeMutableRawPointer) -> Int {
-    let count = text.utf8CodeUnitCount
-    out.copyMemory(from: text.utf8Start, byteCount: count)
-    return count
-}
-
-/// Copies `bytes` to `out`; returns how many.
-@inline(__always)
-func copyBytes(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) -> Int {
-    if let base = bytes.baseAddress {
-        out.copyMemory(from: base, byteCount: bytes.count)
-    }
-    return bytes.count
-}
-
-/// Whether `bytes` holds exactly the bytes of `text`, without allocating.
-@inline(__always)
-func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
-    bytes.count == text.utf8CodeUnitCount
-        && (bytes.count == 0 || memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0)
-}
-
 /// Whether `bytes` holds exactly the bytes of `text`; for the generic, non-hot conveniences.
 func bytesEqual(_ bytes: some Collection<UInt8>, _ text: StaticString) -> Bool {
     text.withUTF8Buffer { bytes.elementsEqual($0) }
-}
-
-/// Digits in the decimal form of `value`.
-func decimalCount(_ value: UInt64) -> Int {
-    var count = 1
-    var rest = value / 10
-    while rest > 0 {
-        count += 1
-        rest /= 10
-    }
-    return count
-}
-
-/// Writes `value` in decimal at `out`; returns how many bytes.
-func writeDecimal(_ value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
-    let count = decimalCount(value)
-    var rest = value
-    var i = count
-    repeat {
-        i -= 1
-        out.storeBytes(of: UInt8(truncatingIfNeeded: rest % 10) &+ 0x30, toByteOffset: i, as: UInt8.self)
-        rest /= 10
-    } while rest > 0
-    return count
 }
 
 /// Grows `bytes` by `count` and lets `write` fill the new tail; for the

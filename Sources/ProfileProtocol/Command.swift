@@ -1,3 +1,4 @@
+import WireBytes
 /// A request whose arguments passed every check, ready to execute.
 ///
 /// Payloads point into the line buffer given to `RequestDecoder.decode`; use them on

@@ -1,3 +1,4 @@
+import WireBytes
 /// The code of an `ERROR` reply; programs branch on it, people read the message.
 ///
 /// A plain value; any thread may use it.

@@ -1,3 +1,4 @@
+import WireBytes
 /// A protocol error: a code, and a short message for people.
 ///
 /// A plain value; any thread may use it. Making one and writing its reply

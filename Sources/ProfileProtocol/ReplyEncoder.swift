@@ -1,3 +1,4 @@
+import WireBytes
 /// Writes whole reply lines into caller memory, each with an exact-size companion so
 /// the caller can reserve room first. Nothing here allocates.
 ///

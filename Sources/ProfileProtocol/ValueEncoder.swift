@@ -1,3 +1,4 @@
+import WireBytes
 /// Writes a value as one protocol token: bare when it can be, quoted otherwise.
 ///
 /// A value is bare when it is not empty and holds no byte at or below 0x20, no 0x7F,

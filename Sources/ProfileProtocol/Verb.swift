@@ -1,3 +1,4 @@
+import WireBytes
 /// A command of the protocol, as named by a request's first token.
 ///
 /// A plain value; any thread may use it.

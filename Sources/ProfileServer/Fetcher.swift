@@ -2,6 +2,7 @@ import ProfileCache
 import ProfileProtocol
 import ProfileStore
 import RESPProtocol
+import WireBytes
 
 /// A read no event loop may make (a shared store's, a network round trip) on its way to a
 /// fetcher thread and back: the request it answers, what to read, and what was read.

@@ -3,6 +3,7 @@ import ProfileCache
 import ProfileProtocol
 import ProfileStore
 import RESPProtocol
+import WireBytes
 
 // The RESP front (docs/RESP.md): profiles as Redis hashes, on the same workers, cache, store,
 // writer and roles as the line protocol. This file decodes RESP requests, checks each command
@@ -59,10 +60,6 @@ struct HashValues {
     func has(_ field: ProfileField) -> Bool { self[field].count > 0 }
 
     var fieldCount: Int { (name.count > 0 ? 1 : 0) + (portraitUri.count > 0 ? 1 : 0) }
-}
-
-func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
-    bytes.count == text.utf8CodeUnitCount && (bytes.count == 0 || memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0)
 }
 
 /// Why a command cannot run: its error reply, without the leading `-`.

@@ -1,3 +1,4 @@
+import WireBytes
 /// The bytes RESP's syntax is made of.
 enum ASCII {
     static let nul: UInt8 = 0x00
@@ -14,50 +15,9 @@ enum ASCII {
     static let backslash: UInt8 = 0x5C
 }
 
-/// Copies the bytes of `text` to `out`; returns how many.
-@inline(__always)
-func copyBytes(_ text: StaticString, to out: UnsafeMutableRawPointer) -> Int {
-    let count = text.utf8CodeUnitCount
-    out.copyMemory(from: text.utf8Start, byteCount: count)
-    return count
-}
-
-/// Copies `bytes` to `out`; returns how many.
-@inline(__always)
-func copyBytes(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) -> Int {
-    if let base = bytes.baseAddress {
-        out.copyMemory(from: base, byteCount: bytes.count)
-    }
-    return bytes.count
-}
-
-/// Digits in the decimal form of `value`.
-func decimalCount(_ value: UInt64) -> Int {
-    var count = 1
-    var rest = value / 10
-    while rest > 0 {
-        count += 1
-        rest /= 10
-    }
-    return count
-}
-
 /// Bytes in the decimal form of `value`, its minus sign included.
 func decimalCount(_ value: Int64) -> Int {
     value < 0 ? 1 + decimalCount(value.magnitude) : decimalCount(value.magnitude)
-}
-
-/// Writes `value` in decimal at `out`; returns how many bytes.
-func writeDecimal(_ value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
-    let count = decimalCount(value)
-    var rest = value
-    var i = count
-    repeat {
-        i -= 1
-        out.storeBytes(of: UInt8(truncatingIfNeeded: rest % 10) &+ ASCII.zero, toByteOffset: i, as: UInt8.self)
-        rest /= 10
-    } while rest > 0
-    return count
 }
 
 /// Writes `value` in decimal at `out`, with a minus sign when negative; returns how many bytes.

@@ -1,3 +1,4 @@
+import WireBytes
 /// The RESP version a connection speaks: RESP2 from the start, RESP3 after `HELLO 3`.
 ///
 /// A plain value; any thread may use it.

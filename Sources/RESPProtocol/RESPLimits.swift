@@ -1,3 +1,4 @@
+import WireBytes
 /// How much one request may hold. `RESPDecoder` checks each limit as soon as the count or
 /// length it limits has arrived, before it waits for (and the caller buffers) the bytes.
 ///

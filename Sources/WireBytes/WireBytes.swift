@@ -1,0 +1,55 @@
+import Glibc
+
+// Byte-level pieces both wire formats (the line protocol and RESP) and the server's request
+// paths write with. Inlinable: they sit on the request path, where a call per reply counts.
+// Stateless; any thread.
+
+/// Copies the bytes of `text` to `out`; returns how many.
+@inlinable @inline(__always)
+public func copyBytes(_ text: StaticString, to out: UnsafeMutableRawPointer) -> Int {
+    let count = text.utf8CodeUnitCount
+    out.copyMemory(from: text.utf8Start, byteCount: count)
+    return count
+}
+
+/// Copies `bytes` to `out`; returns how many.
+@inlinable @inline(__always)
+public func copyBytes(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) -> Int {
+    if let base = bytes.baseAddress {
+        out.copyMemory(from: base, byteCount: bytes.count)
+    }
+    return bytes.count
+}
+
+/// Whether `bytes` holds exactly the bytes of `text`, without allocating.
+@inlinable @inline(__always)
+public func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+    bytes.count == text.utf8CodeUnitCount
+        && (bytes.count == 0 || memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0)
+}
+
+/// Digits in the decimal form of `value`.
+@inlinable
+public func decimalCount(_ value: UInt64) -> Int {
+    var count = 1
+    var rest = value / 10
+    while rest > 0 {
+        count += 1
+        rest /= 10
+    }
+    return count
+}
+
+/// Writes `value` in decimal at `out`; returns how many bytes.
+@inlinable
+public func writeDecimal(_ value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
+    let count = decimalCount(value)
+    var rest = value
+    var i = count
+    repeat {
+        i -= 1
+        out.storeBytes(of: UInt8(truncatingIfNeeded: rest % 10) &+ 0x30, toByteOffset: i, as: UInt8.self)
+        rest /= 10
+    } while rest > 0
+    return count
+}
