@@ -66,30 +66,10 @@ public enum Verb: UInt8, Sendable, CaseIterable {
         }
     }
 
-    /// Finds the command a verb token names, ignoring ASCII case; nil when it names none.
-    ///
-    /// Every command is 3 to 8 bytes, so the token is packed into one little-endian
-    /// word and compared against each command's lower-case word. OR-ing 0x20 into each
-    /// byte lowers ASCII capitals and never turns a non-letter into a letter, so the
-    /// comparison is exact.
+    /// The verb `token` names, ignoring ASCII case; nil when it names none. Every verb is 3
+    /// to 8 bytes: one word each (`lowercasedNameWord`).
     static func lookup(_ token: UnsafeRawBufferPointer) -> Verb? {
-        let count = token.count
-        guard count >= 3 && count <= 8, let base = token.baseAddress else {
-            return nil
-        }
-        // Two four-byte loads cover 4 to 8 bytes, overlapping below 8: a byte that both
-        // hold lands in the same place from each, so OR-ing them is exact. Three bytes
-        // take a two-byte and a one-byte load.
-        var word: UInt64
-        if count >= 4 {
-            let head = UInt64(UInt32(littleEndian: base.loadUnaligned(as: UInt32.self)))
-            let tail = UInt64(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)))
-            word = head | tail << (8 * (count - 4))
-        } else {
-            let head = UInt64(UInt16(littleEndian: base.loadUnaligned(as: UInt16.self)))
-            word = head | UInt64(base.load(fromByteOffset: 2, as: UInt8.self)) << 16
-        }
-        word |= 0x2020_2020_2020_2020 >> (64 - 8 * count)
+        guard let word = lowercasedNameWord(token) else { return nil }
         switch word {
         case 0x74_65_67: return .get
         case 0x74_65_73: return .set

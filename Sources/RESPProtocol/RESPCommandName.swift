@@ -1,3 +1,5 @@
+import WireBytes
+
 /// A command of the RESP front, as named by a request's first argument.
 ///
 /// A plain value; any thread may use it.
@@ -53,29 +55,9 @@ public enum RESPCommandName: UInt8, Sendable, CaseIterable {
     }
 
     /// Finds the command `argument` names, ignoring ASCII case; nil when it names none.
-    ///
-    /// Every name is 3 to 8 letters, so the argument is packed into one little-endian word
-    /// and compared with each name's lower-case word. OR-ing 0x20 into each byte lowers
-    /// ASCII capitals and never turns any other byte into a lower-case letter, so the
-    /// comparison is exact.
+    /// Every name is 3 to 8 letters: one word each (`lowercasedNameWord`).
     public static func lookup(_ argument: UnsafeRawBufferPointer) -> RESPCommandName? {
-        let count = argument.count
-        guard count >= 3 && count <= 8, let base = argument.baseAddress else {
-            return nil
-        }
-        // Two four-byte loads cover 4 to 8 bytes, overlapping below 8: a byte that both hold
-        // lands in the same place from each, so OR-ing them is exact. Three bytes take a
-        // two-byte and a one-byte load.
-        var word: UInt64
-        if count >= 4 {
-            let head = UInt64(UInt32(littleEndian: base.loadUnaligned(as: UInt32.self)))
-            let tail = UInt64(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)))
-            word = head | tail << (8 * (count - 4))
-        } else {
-            let head = UInt64(UInt16(littleEndian: base.loadUnaligned(as: UInt16.self)))
-            word = head | UInt64(base.load(fromByteOffset: 2, as: UInt8.self)) << 16
-        }
-        word |= 0x2020_2020_2020_2020 >> (64 - 8 * count)
+        guard let word = lowercasedNameWord(argument) else { return nil }
         return switch word {
         case 0x67_6e_69_70: .ping
         case 0x6f_68_63_65: .echo

@@ -53,3 +53,26 @@ public func writeDecimal(_ value: UInt64, to out: UnsafeMutableRawPointer) -> In
     } while rest > 0
     return count
 }
+
+/// A command name of 3 to 8 bytes packed into one little-endian word with ASCII capitals
+/// lowered, for matching against each name's lower-case word; nil for any other length.
+///
+/// OR-ing 0x20 into each byte lowers ASCII capitals and never turns any other byte into a
+/// lower-case letter, so comparing words is exact. Two four-byte loads cover 4 to 8 bytes,
+/// overlapping below 8: a byte that both hold lands in the same place from each, so OR-ing
+/// them is exact. Three bytes take a two-byte and a one-byte load.
+@inlinable @inline(__always)
+public func lowercasedNameWord(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+    let count = bytes.count
+    guard count >= 3 && count <= 8, let base = bytes.baseAddress else { return nil }
+    var word: UInt64
+    if count >= 4 {
+        let head = UInt64(UInt32(littleEndian: base.loadUnaligned(as: UInt32.self)))
+        let tail = UInt64(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)))
+        word = head | tail << (8 * (count - 4))
+    } else {
+        let head = UInt64(UInt16(littleEndian: base.loadUnaligned(as: UInt16.self)))
+        word = head | UInt64(base.load(fromByteOffset: 2, as: UInt8.self)) << 16
+    }
+    return word | 0x2020_2020_2020_2020 >> (64 - 8 * count)
+}
