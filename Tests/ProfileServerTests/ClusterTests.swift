@@ -288,6 +288,27 @@ import Testing
         #expect(tooNew.output.contains("version 99, newer than this profiled's"), "\(tooNew.output)")
     }
 
+    /// A node commits on four connections of its own, and each client connection's writes
+    /// stay on one of them, in order: eight clients' pipelined writes, then the backends
+    /// whose last statement was a COMMIT.
+    @Test func aNodeCommitsOnFourConnectionsEachClientsWritesInOrder() throws {
+        let (database, nodes) = try Self.nodes(1)
+        let clients = try (0..<8).map { _ in try nodes[0].connect() }
+        for (index, client) in clients.enumerated() {
+            client.sendRaw(Array((0..<20).map { "SET c\(index) v\($0) u\n" }.joined().utf8))
+            try client.flush()
+            #expect(try (0..<20).map { _ in try client.line() } == Array(repeating: "STORED", count: 20))
+        }
+        for (index, client) in clients.enumerated() {
+            #expect(try client.roundTrip("GET c\(index)\n") == "VALUE c\(index) v19 u")
+        }
+        let name = try psql(database, "SELECT current_database()")
+        #expect(try psql(database, """
+            SELECT count(*) FROM pg_stat_activity
+            WHERE datname = '\(name)' AND application_name = 'profiled' AND query = 'COMMIT'
+            """) == "4")
+    }
+
     /// Nodes started together create the schema once, under the advisory lock.
     @Test func nodesStartedTogetherShareOneSchema() throws {
         let database = try makeTestDatabase()
