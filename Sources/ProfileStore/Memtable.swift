@@ -115,9 +115,17 @@ final class Memtable: @unchecked Sendable {
     /// it reads entries without the buffer's lock.
     func makeSortedLatest() -> [UInt32] {
         precondition(isFrozen, "sorting a memtable that still takes entries")
-        // Sorted by the ids' first eight bytes, then the whole id, then age: most comparisons
-        // are of two integers, with no trip to the entries.
-        var keys = offsets.map { offset in (prefix: idPrefix(entry(at: offset).userId), offset: offset) }
+        // Sorted by eight bytes of the ids, then the whole id, then age: most comparisons are
+        // of two integers, with no trip to the entries. The eight bytes start after what every
+        // id shares ("user:000..."), which would otherwise make every comparison a tie.
+        var shared = Int.max
+        if let first = offsets.first {
+            let reference = entry(at: first).userId
+            for offset in offsets where shared > 0 {
+                shared = commonPrefixCount(reference, entry(at: offset).userId, atMost: shared)
+            }
+        }
+        var keys = offsets.map { offset in (prefix: idPrefix(entry(at: offset).userId, from: shared), offset: offset) }
         keys.sort { a, b in
             if a.prefix != b.prefix { return a.prefix < b.prefix }
             let left = entry(at: a.offset), right = entry(at: b.offset)
@@ -174,14 +182,24 @@ struct MemtableEntry {
     }
 }
 
-/// An id's first eight bytes as a big-endian integer, zero-padded: two ids compare as their
-/// prefixes do when those differ (ids hold no NUL, so padding sorts a shorter id first).
+/// Eight bytes of an id from `start` on as a big-endian integer, zero-padded: two ids that
+/// share their first `start` bytes compare as these integers do when those differ (ids hold
+/// no NUL, so padding sorts a shorter id first).
 @inline(__always)
-func idPrefix(_ id: UnsafeRawBufferPointer) -> UInt64 {
+func idPrefix(_ id: UnsafeRawBufferPointer, from start: Int = 0) -> UInt64 {
     var prefix: UInt64 = 0
-    let count = min(id.count, 8)
-    for i in 0..<8 { prefix = prefix << 8 | UInt64(i < count ? id[i] : 0) }
+    let end = id.count
+    for i in start..<start + 8 { prefix = prefix << 8 | UInt64(i < end ? id[i] : 0) }
     return prefix
+}
+
+/// How many leading bytes two ids share, counting no further than `limit`.
+@inline(__always)
+func commonPrefixCount(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, atMost limit: Int) -> Int {
+    let end = min(a.count, b.count, limit)
+    var count = 0
+    while count < end && a[count] == b[count] { count += 1 }
+    return count
 }
 
 /// Byte order of two ids, shorter first on a common prefix (SQLite's BINARY collation).

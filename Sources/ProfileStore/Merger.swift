@@ -275,7 +275,7 @@ final class Merger: @unchecked Sendable {
     private var recencyRows: Int?
     private var liveRows = 0
 
-    /// Builds `recent` again once stale rows outnumber live ones (see `RecencyTable.needsRebuild`).
+    /// Builds `recent` again once its stale rows far outnumber the live ones (see `RecencyTable.needsRebuild`).
     private func tidyRecency(appended: Int, background: Bool) throws(StoreError) {
         let rows: Int
         if let known = recencyRows { rows = known } else { rows = Int(try connection.integer("SELECT count(*) FROM recent")) }
@@ -327,35 +327,49 @@ final class Merger: @unchecked Sendable {
         var written = 0
         var puts: [MemtableEntry] = []
         try transaction(abandonIf: abandon) { () throws(StoreError) in
-            while written < rowsPerRange, let entry = cursor.next() {
-                // A newer write of the id waits in a memtable outside this merge: the next merge
-                // writes that one, and this one would be overwritten unread.
-                guard isNewest(entry) else { continue }
-                if entry.isRemoval {
-                    try writePending()
-                    let statement = deleteStatement
-                    defer { statement.reset() }
-                    try statement.checkFault()
-                    try statement.bind(1, entry.userId)
-                    _ = try statement.step()
-                } else {
-                    pending.append(userId: entry.userId, name: entry.name, portraitUri: entry.portraitUri,
-                                   sequence: entry.sequence)
-                    if pending.count == PendingUpserts.batchRows { try writePending() }
-                    puts.append(entry)
+            while written < rowsPerRange && !cursor.isAtEnd {
+                takeNewest(min(Self.entriesPerCheck, rowsPerRange - written), from: &cursor)
+                for entry in newestTaken {
+                    if entry.isRemoval {
+                        try writePending()
+                        let statement = deleteStatement
+                        defer { statement.reset() }
+                        try statement.checkFault()
+                        try statement.bind(1, entry.userId)
+                        _ = try statement.step()
+                    } else {
+                        pending.append(userId: entry.userId, name: entry.name, portraitUri: entry.portraitUri,
+                                       sequence: entry.sequence)
+                        if pending.count == PendingUpserts.batchRows { try writePending() }
+                        puts.append(entry)
+                    }
+                    written += 1
                 }
-                written += 1
             }
             try writePending()
         }
         return (cursor, written, puts)
     }
 
-    /// Whether the buffer's newest entry of the entry's id is this one.
-    private func isNewest(_ entry: MemtableEntry) -> Bool {
+    /// Entries a merge checks for newer writes under one hold of the buffer's lock: the
+    /// writer, which takes that lock for every commit, waits less, and the checks' memory
+    /// misses overlap.
+    static let entriesPerCheck = 64
+
+    /// What `takeNewest` kept; the merge's thread (or its step's) only.
+    private var newestTaken: [MemtableEntry] = []
+
+    /// Takes the next `count` entries from the cursor and keeps in `newestTaken` those that are
+    /// still the newest entry of their id. A newer write of an id waits in a memtable outside
+    /// this merge: the next merge writes that one, and this one would be overwritten unread.
+    private func takeNewest(_ count: Int, from cursor: inout MergeCursor) {
+        newestTaken.removeAll(keepingCapacity: true)
+        while newestTaken.count < count, let entry = cursor.next() { newestTaken.append(entry) }
         buffer.lock.lock()
         defer { buffer.lock.unlock() }
-        return buffer.newest(entry.userId)?.base == entry.base
+        for entry in newestTaken { buffer.prefetch(indexHash: buffer.indexHash(entry.userId)) }
+        let buffer = self.buffer
+        newestTaken.removeAll { buffer.newest($0.userId)?.base != $0.base }
     }
 
     private func writePending() throws(StoreError) {
@@ -507,8 +521,8 @@ private func mergeProgress(_ context: UnsafeMutableRawPointer?) -> Int32 {
 ///
 /// The memtables' sorted entries are concatenated, newest memtable first, as (id prefix,
 /// entry) pairs in one allocation and sorted once by id: the sort finds the runs already in
-/// order and merges them, and compares integers unless two ids share their first eight bytes.
-/// Equal ids then sit together, newest first.
+/// order and merges them, and compares integers unless two ids share eight bytes beyond what
+/// every id shares. Equal ids then sit together, newest first.
 ///
 /// A value: copying it saves a position to go back to; copies share the sorted pairs.
 struct MergeCursor {
@@ -537,7 +551,8 @@ struct MergeCursor {
 }
 
 /// A merge's entries as (id prefix, entry) pairs sorted by id, the newest memtable's first
-/// among equal ids.
+/// among equal ids. The prefix is eight bytes of the id after what every id of the merge
+/// shares.
 ///
 /// Read-only once made; the memtables it points into must outlive it (the merge holds them).
 final class SortedKeys: @unchecked Sendable {
@@ -552,12 +567,23 @@ final class SortedKeys: @unchecked Sendable {
     init(_ memtables: [Memtable]) {
         count = memtables.reduce(0) { $0 + $1.sortedLatest!.count }
         keys = .allocate(capacity: max(count, 1))
+        // Each memtable's ids lie between its first and last, so they share what those two
+        // share with any one id of the merge.
+        var shared = Int.max
+        var reference: UnsafeRawBufferPointer?
+        for memtable in memtables {
+            guard let first = memtable.sortedLatest!.first, let last = memtable.sortedLatest!.last else { continue }
+            let lowest = memtable.entry(at: first).userId, highest = memtable.entry(at: last).userId
+            if reference == nil { reference = lowest }
+            shared = min(commonPrefixCount(reference!, lowest, atMost: shared),
+                         commonPrefixCount(reference!, highest, atMost: shared))
+        }
         var at = 0
         // Newest first: the sort is stable, so among equal ids the newest stays in front.
         for memtable in memtables.reversed() {
             for offset in memtable.sortedLatest! {
                 let entry = memtable.entry(at: offset)
-                keys[at] = Key(prefix: idPrefix(entry.userId), entry: entry.base)
+                keys[at] = Key(prefix: idPrefix(entry.userId, from: shared), entry: entry.base)
                 at += 1
             }
         }
