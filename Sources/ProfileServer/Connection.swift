@@ -36,9 +36,17 @@ final class Connection {
     unowned var worker: Worker
     var phase = Phase.serving
     var role: Role
-    /// Writes sent to the writer and not answered yet. While there are any, only more writes
-    /// are taken from the input, so replies keep request order.
-    var writesInFlight = 0
+    /// Writes sent to the writer and not answered yet. While there are any, only more writes,
+    /// and reads that can be answered ahead of them (`heldReplies`), are taken from the input,
+    /// so replies keep request order.
+    var writesInFlight: Int { writesTaken - writesAnswered }
+    /// The writes in flight, oldest first: what reads taken ahead of them must not touch.
+    var unansweredWrites: [WriteJob] = []
+    /// Writes taken from the input since the connection opened, and how many of them are answered.
+    var writesTaken = 0
+    var writesAnswered = 0
+    /// Replies to reads answered ahead of writes in flight, each waiting for those writes' replies.
+    var heldReplies = HeldReplies()
     /// Reads sent to the fetchers (a shared store's) and not answered yet. While there are
     /// any, only more such reads are taken from the input.
     var readsInFlight = 0
@@ -102,5 +110,6 @@ final class Connection {
         close(fd)
         phase = .closed
         pending.release()
+        heldReplies.removeAll()
     }
 }

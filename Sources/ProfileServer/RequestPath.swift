@@ -65,7 +65,8 @@ extension Worker {
     /// Serves one request line. Returns false, leaving the line untouched, when it must wait
     /// for the connection's requests in flight: only requests of the same kind may go on
     /// (writes behind writes, a shared store's reads behind reads), since they are answered
-    /// in order; any other reply would overtake theirs.
+    /// in order, and reads whose replies can wait for the writes' (`answerAhead`); any other
+    /// reply would overtake theirs.
     private func serveLine(_ line: UnsafeMutableRawBufferPointer, on connection: Connection) -> Bool {
         let writesWaiting = connection.writesInFlight > 0
         let readsWaiting = connection.readsInFlight > 0
@@ -91,7 +92,7 @@ extension Worker {
         case .request(let decoded):
             verb = decoded
         }
-        if writesWaiting && !verb.isWrite { return false }
+        if writesWaiting && !verb.isWrite { return answerAhead(verb, on: connection) }
         if readsWaiting && !verb.isFetched { return false }
         if verb.requiredRole > connection.role {
             if waiting { return false }
@@ -108,6 +109,62 @@ extension Worker {
             if !verb.isWrite && connection.readsInFlight == fetching { countPassVerb(verb) }
         }
         return true
+    }
+
+    /// A GET or EXISTS decoded while writes of the connection are in flight: answered now when
+    /// none of those writes touches its id, its reply held until theirs are written
+    /// (`HeldReplies`). Returns false, leaving the line for later, when it must wait instead:
+    /// any other request, a store whose reads go to fetchers, or too much held already.
+    private func answerAhead(_ verb: Verb, on connection: Connection) -> Bool {
+        guard verb == .get || verb == .exists, context.shared == nil, connection.readsInFlight == 0,
+              verb.requiredRole <= connection.role, out.remaining >= Self.heldReplyRoom,
+              connection.heldReplies.byteCount < context.configuration.outputHighWater,
+              case .success(let command) = decoder.command() else { return false }
+        let userId: UnsafeRawBufferPointer
+        switch command {
+        case .get(let id), .exists(let id): userId = id
+        default: return false
+        }
+        guard !writesInFlight(touch: userId, on: connection) else { return false }
+        let start = out.count
+        execute(command, on: connection, mustFetch: false)
+        countPassVerb(verb)
+        connection.heldReplies.hold(UnsafeRawBufferPointer(start: out.base + start, count: out.count - start),
+                                    afterWrites: connection.writesTaken)
+        out.count = start
+        return true
+    }
+
+    /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
+    /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
+    static let heldReplyRoom = 64 + ValueEncoder.maxExpansion * (Limits.userId + Limits.name + Limits.portraitUri)
+        + 4 * 1024
+
+    /// Whether a write in flight on the connection changes `userId` (a FLUSHALL changes every id).
+    private func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
+        for job in connection.unansweredWrites {
+            for index in 0..<job.operationCount {
+                guard let written = job.operation(at: index).userId else { return true }
+                if written.count == userId.count
+                    && (userId.count == 0 || memcmp(written.baseAddress!, userId.baseAddress!, userId.count) == 0) {
+                    return true
+                }
+            }
+        }
+        return false
+    }
+
+    /// Writes out the held replies whose writes are now all answered.
+    func releaseHeldReplies(_ connection: Connection) {
+        guard !connection.heldReplies.isEmpty else { return }
+        connection.heldReplies.release(answeredWrites: connection.writesAnswered) { bytes in
+            reserve(bytes.count, connection)
+            if bytes.count <= out.remaining {
+                out.append(bytes)
+            } else {
+                evbuffer_add(connection.output, bytes.baseAddress, bytes.count)
+            }
+        }
     }
 
     /// Counts a request answered in this pass, for the per-verb latency.
@@ -206,7 +263,8 @@ extension Worker {
     /// Queues a job for the writer at the end of the pass; its answer comes back to this worker.
     func submit(_ job: WriteJob, _ connection: Connection) {
         jobs.append(job)
-        connection.writesInFlight += 1
+        connection.unansweredWrites.append(job)
+        connection.writesTaken += 1
     }
 
     // MARK: Lookups

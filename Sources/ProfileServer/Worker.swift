@@ -216,6 +216,7 @@ final class Worker: @unchecked Sendable {
             let connection = job.connection
             // A connection with writes in flight never moves (`movableConnections`).
             precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
+            connection.unansweredWrites.removeFirst()
             guard connection.phase != .closed else { continue }
             if let open = current, open !== connection { finishPass(open) }
             current = connection
@@ -223,7 +224,8 @@ final class Worker: @unchecked Sendable {
             case .line: writeLineAnswer(job)
             case .resp(let write): writeRESPAnswer(job, write)
             }
-            connection.writesInFlight -= 1
+            connection.writesAnswered += 1
+            releaseHeldReplies(connection)
         }
         if let open = current { finishPass(open) }
     }

@@ -27,14 +27,16 @@ final class InProcessServer {
     ///   - workers: event loops, each with its own thread; `loopPolicy` moves connections between them.
     ///   - writeBufferBytes: the store's memory for writes not yet merged.
     ///   - wrapReader: lets a test stand between each worker and its reader of the store.
+    ///   - wrapWritePath: lets a test stand between the writer and the store's write path.
     init(path: String, busyTimeoutMilliseconds: Int32 = 200, writeBufferBytes: Int = 8 << 20,
          workers workerCount: Int = 1, loopPolicy: LoopPolicy = .standard,
-         wrapReader: (any ProfileReader) -> any ProfileReader = { $0 }) throws {
+         wrapReader: (any ProfileReader) -> any ProfileReader = { $0 },
+         wrapWritePath: (any ProfileWritePath) -> any ProfileWritePath = { $0 }) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
         Log.level = .error
         store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds,
                                        writeBufferBytes: writeBufferBytes)
-        let writePath = try store.openWritePath()
+        let writePath = wrapWritePath(try store.openWritePath())
         let cache = ProfileCache(limitBytes: 8 << 20)
         statistics = ServerStatistics()
         let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)

@@ -1,0 +1,160 @@
+import CSQLite
+import Glibc
+import ProfileClient
+@testable import ProfileServer
+@_spi(Testing) import ProfileStore
+import ProfileTestSupport
+import Testing
+
+/// Reads pipelined behind a connection's writes: a GET or EXISTS of an id those writes do not
+/// touch is answered without waiting for their commit, its reply sent after theirs; a read of
+/// a written id, and every other request, waits for the commit.
+@Suite struct AnswerAheadTests {
+    @Test func aReadOfAnotherIdIsAnsweredWhileTheWriteBeforeItWaitsToCommit() throws {
+        try withHeldCommits { server, gate in
+            let client = try server.connect()
+            #expect(try client.roundTrip("SET b bee bu\n") == "STORED")
+            let looked = server.statistic("cmd_get")!
+
+            gate.hold()
+            client.sendRaw(Array("SET a ay au\nGET b\nEXISTS b\n".utf8))
+            try client.flush()
+            // Both reads are served while the SET's commit is held.
+            #expect(waitUntil { server.statistic("cmd_get")! == looked + 2 })
+            #expect(waitUntil { gate.waiting })
+            gate.release()
+            #expect(try client.line() == "STORED")
+            #expect(try client.line() == "VALUE b bee bu")
+            #expect(try client.line() == "YES")
+        }
+    }
+
+    @Test func aReadOfAWrittenIdWaitsForTheWriteAndSeesIt() throws {
+        try withHeldCommits { server, gate in
+            let client = try server.connect()
+            #expect(try client.roundTrip("SET a old ou\n") == "STORED")
+            #expect(try client.roundTrip("SET b bee bu\n") == "STORED")
+            let looked = server.statistic("cmd_get")!
+
+            gate.hold()
+            // GET a names the id the SET writes; GET b, behind it, waits in line too.
+            client.sendRaw(Array("SET a new nu\nGET a\nGET b\n".utf8))
+            try client.flush()
+            #expect(waitUntil { gate.waiting })
+            usleep(50_000)
+            #expect(server.statistic("cmd_get")! == looked)
+            gate.release()
+            #expect(try client.line() == "STORED")
+            #expect(try client.line() == "VALUE a new nu")
+            #expect(try client.line() == "VALUE b bee bu")
+        }
+    }
+
+    @Test func repliesKeepRequestOrderAcrossWritesAndReadsAnsweredAhead() throws {
+        try withHeldCommits { server, gate in
+            let client = try server.connect()
+            #expect(try client.roundTrip("SET b bee bu\n") == "STORED")
+            gate.hold()
+            client.sendRaw(Array("""
+                SET a ay au
+                GET b
+                SET c cee cu
+                GET b
+                GET c
+                DEL b
+                EXISTS b
+                GET zz
+                COUNT
+                FLUSHALL
+                GET a
+
+                """.utf8))
+            try client.flush()
+            #expect(waitUntil { gate.waiting })
+            gate.release()
+            let expected = ["STORED", "VALUE b bee bu", "STORED", "VALUE b bee bu", "VALUE c cee cu", "DELETED",
+                            "NO", "NOTFOUND zz", "COUNT 2", "OK", "NOTFOUND a"]
+            for line in expected { #expect(try client.line() == line) }
+        }
+    }
+
+    @Test func aFailedWriteStillSendsTheReadsAnsweredAheadOfIt() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let server = try InProcessServer(path: directory + "/profiles.sqlite3")
+        defer { server.stop() }
+        let client = try server.connect()
+        #expect(try client.roundTrip("SET b bee bu\n") == "STORED")
+        server.store.setFault(SQLITE_FULL)
+        client.sendRaw(Array("SET a ay au\nGET b\n".utf8))
+        try client.flush()
+        #expect(try client.line().hasPrefix("ERROR STORE"))
+        #expect(try client.line() == "VALUE b bee bu")
+        server.store.setFault(nil)
+        #expect(try client.roundTrip("GET a\n") == "NOTFOUND a")
+    }
+
+    /// Runs `body` against an in-process server whose commits the test can hold back.
+    private func withHeldCommits(_ body: (InProcessServer, CommitGate) throws -> Void) throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let gate = CommitGate()
+        let server = try InProcessServer(path: directory + "/profiles.sqlite3", wrapWritePath: { gate.wrap($0) })
+        defer {
+            gate.release()
+            server.stop()
+        }
+        try body(server, gate)
+    }
+
+    private func waitUntil(_ condition: () -> Bool) -> Bool {
+        for _ in 0..<2000 {
+            if condition() { return true }
+            usleep(1000)
+        }
+        return condition()
+    }
+}
+
+/// Stands between the writer and the store's write path: while held, a commit waits at the
+/// gate before it starts. Any thread.
+final class CommitGate: @unchecked Sendable {
+    private let state = Locked((held: false, waiting: false))
+
+    func hold() { state.withLock { $0.held = true } }
+    func release() { state.withLock { $0.held = false } }
+    /// Whether a commit is waiting at the gate now.
+    var waiting: Bool { state.withLock { $0.waiting } }
+
+    func wrap(_ path: any ProfileWritePath) -> any ProfileWritePath { GatedWritePath(path, gate: self) }
+
+    fileprivate func pass() {
+        while state.withLock({ state in
+            state.waiting = state.held
+            return state.held
+        }) {
+            usleep(1000)
+        }
+    }
+}
+
+private final class GatedWritePath: ProfileWritePath, @unchecked Sendable {
+    private let path: any ProfileWritePath
+    private let gate: CommitGate
+
+    init(_ path: any ProfileWritePath, gate: CommitGate) {
+        self.path = path
+        self.gate = gate
+    }
+
+    func commit(_ units: [any WriteUnit], knownProfile: (UnsafeRawBufferPointer) -> KnownProfile,
+                report: (Int, WriteResult) -> Void) {
+        gate.pass()
+        path.commit(units, knownProfile: knownProfile, report: report)
+    }
+
+    var rowCount: Int { path.rowCount }
+    var statistics: WritePathStatistics { path.statistics }
+    var unhealthyReason: String? { path.unhealthyReason }
+    func close() throws { try path.close() }
+}
