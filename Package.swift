@@ -27,6 +27,7 @@ let package = Package(
                        providers: [.apt(["libpq-dev"])]),
         // One inline function: the CPU's prefetch, which Swift does not expose.
         .systemLibrary(name: "CPrefetch"),
+        .systemLibrary(name: "CCRC32C"),
         // Linux calls and constants the Glibc module leaves out (thread priority and names, accept4).
         .systemLibrary(name: "CLinux"),
 
@@ -44,7 +45,7 @@ let package = Package(
         // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
         .target(name: "RESPProtocol", dependencies: ["WireBytes"], swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
-        .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
+        .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "CCRC32C", "ProfileSystem"], swiftSettings: hotPath),
         // One libpq connection with a deadline on every call, for stores shared by several nodes.
         .target(name: "ProfilePostgres", dependencies: ["CPostgres", "ProfileSystem"]),
         // The shared store: profiles in a PostgreSQL database several servers use at once.

@@ -1,9 +1,21 @@
+import CCRC32C
+
 /// CRC-32C (Castagnoli), the checksum of the write log's frames: a torn or damaged frame at
 /// the end of a segment is told from a whole one by it.
 ///
-/// Slicing by eight: eight table lookups per eight bytes, about 1 GB/s here, a few
-/// microseconds per group commit. Stateless; any thread.
+/// The CPU's CRC-32C instruction where there is one (SSE4.2: eight bytes per instruction, a
+/// few times faster); otherwise slicing by eight, eight table lookups per eight bytes, about
+/// 1 GB/s here. Stateless; any thread.
 enum CRC32C {
+    static let hardwareAvailable = profiled_crc32c_hardware_available() != 0
+
+    /// The checksum of `bytes`, continued from `crc` (0 to start).
+    static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        guard hardwareAvailable else { return checksumByTables(bytes, continuing: crc) }
+        guard let base = bytes.baseAddress else { return crc }
+        return ~profiled_crc32c_hardware(~crc, base, bytes.count)
+    }
+
     /// `tables[k][b]`: the CRC of byte `b` followed by `k` zero bytes.
     private static let tables: [[UInt32]] = {
         var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
@@ -21,8 +33,8 @@ enum CRC32C {
         return tables
     }()
 
-    /// The checksum of `bytes`, continued from `crc` (0 to start).
-    static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+    /// `checksum` without the CPU's instruction: the same value.
+    static func checksumByTables(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         guard let base = bytes.baseAddress else { return crc }
         var crc = ~crc
         var offset = 0
