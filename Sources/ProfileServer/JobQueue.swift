@@ -5,9 +5,9 @@ import ProfileSystem
 ///
 /// Threading: `submit` and `stop` from any thread; `take` from the consuming threads.
 final class JobQueue<Job>: @unchecked Sendable {
-    private let lock = ConditionLock()
-    private var queue: [Job] = []
-    private var stopping = false
+    fileprivate let lock = ConditionLock()
+    fileprivate var queue: [Job] = []
+    fileprivate var stopping = false
 
     /// Queues jobs; called by workers.
     func submit(_ jobs: [Job]) {
@@ -35,6 +35,33 @@ final class JobQueue<Job>: @unchecked Sendable {
         if queue.isEmpty { return false }
         swap(&batch, &queue)
         return true
+    }
+}
+
+extension JobQueue {
+    /// Waits until jobs are queued, without taking them; false once `stop` was called and
+    /// nothing is left.
+    func waitForJobs() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        while queue.isEmpty && !stopping { lock.wait() }
+        return !queue.isEmpty
+    }
+
+    /// Jobs queued now.
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return queue.count
+    }
+
+    /// Moves every queued job into `batch`, which it empties first, without waiting: none
+    /// may be queued.
+    func takeQueued(into batch: inout [Job]) {
+        batch.removeAll(keepingCapacity: true)
+        lock.lock()
+        defer { lock.unlock() }
+        swap(&batch, &queue)
     }
 }
 

@@ -209,25 +209,48 @@ final class Worker: @unchecked Sendable {
         var current: Connection? = nil
         let now = monotonicNanos()
         passStart = now
-        let latency = context.latency[index]
         for job in answered {
-            latency.record(job.verb, nanos: now - job.startNanos, count: 1)
-            requestsAnswered += 1
             let connection = job.connection
-            // A connection with writes in flight never moves (`movableConnections`).
-            precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
-            connection.unansweredWrites.removeFirst()
-            guard connection.phase != .closed else { continue }
-            if let open = current, open !== connection { finishPass(open) }
+            if connection.phase != .closed, let open = current, open !== connection { finishPass(open) }
+            guard answer(job, now: now) else { continue }
             current = connection
-            switch job.request {
-            case .line: writeLineAnswer(job)
-            case .resp(let write): writeRESPAnswer(job, write)
-            }
-            connection.writesAnswered += 1
-            releaseHeldReplies(connection)
         }
         if let open = current { finishPass(open) }
+    }
+
+    /// Writes one answered job's reply into the scratch, then the replies held behind it;
+    /// false when its connection is closed and nothing was written.
+    private func answer(_ job: WriteJob, now: Int) -> Bool {
+        context.latency[index].record(job.verb, nanos: now - job.startNanos, count: 1)
+        requestsAnswered += 1
+        let connection = job.connection
+        // A connection with writes in flight never moves (`movableConnections`).
+        precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
+        connection.unansweredWrites.removeFirst()
+        guard connection.phase != .closed else { return false }
+        switch job.request {
+        case .line: writeLineAnswer(job)
+        case .resp(let write): writeRESPAnswer(job, write)
+        }
+        connection.writesAnswered += 1
+        releaseHeldReplies(connection)
+        return true
+    }
+
+    /// The jobs of this worker a submit committed in its thread (`WriteCoordinator.submit`):
+    /// answered in this pass when they are all the connection's writes in flight, after the
+    /// replies before them in the scratch; otherwise queued behind the answers already in the
+    /// inbox, which are older.
+    private func answerCommitted(_ answered: [WriteJob], on connection: Connection) {
+        guard !answered.isEmpty else { return }
+        var all = connection.phase != .closed && connection.writesInFlight == answered.count
+        for job in answered where job.connection !== connection { all = false }
+        guard all else {
+            post(.answered(answered))
+            return
+        }
+        let now = monotonicNanos()
+        for job in answered { _ = answer(job, now: now) }
     }
 
     /// Answers reads made by the fetchers; a connection whose reads are all answered resumes.
@@ -399,8 +422,9 @@ final class Worker: @unchecked Sendable {
     func finishPass(_ connection: Connection) {
         endReadTransaction()
         if !jobs.isEmpty {
-            context.writer(for: connection).submit(jobs)
+            let answered = context.writer(for: connection).submit(jobs, from: self)
             jobs.removeAll(keepingCapacity: true)
+            answerCommitted(answered, on: connection)
         }
         if !fetchJobs.isEmpty {
             context.fetcher!.submit(fetchJobs)

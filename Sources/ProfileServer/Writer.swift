@@ -2,6 +2,7 @@ import Glibc
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
+import ProfileSystem
 
 /// A writer: group commit for the writes it is given. A server over its own store has one,
 /// for every write; over a shared store it has several, each taking the writes of its share
@@ -13,9 +14,20 @@ import ProfileStore
 /// then hands the answers back to the workers, so no connection can read anything older once
 /// a reply is out. Writes that arrive while a commit runs wait together for the next one.
 ///
-/// Workers call `submit` from their threads; `run` belongs to the writer thread.
+/// When nobody is committing and the commit would be prompt and small
+/// (`ProfileWritePath.commitsPromptly`: no backpressure, no sync at each commit, a store of its
+/// own; at most `promptOperations`), the worker that submits commits in its own thread instead,
+/// everything queued before its jobs included, as a flat-combining lock's holder does: a
+/// commit then costs no hand-over to another thread and back, which is most of what a read
+/// pipelined behind a write waits for.
+///
+/// Workers call `submit` from their threads; `run` belongs to the writer thread. Whoever holds
+/// `committing` (the writer thread or a submitting worker) takes the queue and commits; the
+/// scratch memory below is theirs while they hold it.
 final class WriteCoordinator: @unchecked Sendable {
     private let queue = JobQueue<WriteJob>()
+    /// Held for taking jobs from the queue and committing them, so commits keep queue order.
+    private let committing = ConditionLock()
 
     private let cache: ProfileCache
     private let statistics: ServerStatistics
@@ -24,14 +36,14 @@ final class WriteCoordinator: @unchecked Sendable {
     /// entry instead of replacing it, since a newer write of another server's may have been
     /// invalidated already between this commit and this update.
     private let storeIsShared: Bool
-    /// Encodes VALUE lines for the cache; writer thread only.
+    /// Encodes VALUE lines for the cache; `committing`'s holder only.
     private let scratch: UnsafeMutableRawPointer
     private let scratchCapacity = 65536
     /// A cached profile's values, copied out of the cache for the store (`KnownProfile`):
-    /// writer thread only, valid until the next lookup.
+    /// `committing`'s holder only, valid until the next lookup.
     private let known: UnsafeMutableRawPointer
     private static let knownCapacity = Limits.name + Limits.portraitUri
-    /// The ids of a batch, for `ProfileCache.prefetch`; writer thread only.
+    /// The ids of a batch, for `ProfileCache.prefetch`; `committing`'s holder only.
     private var prefetchSlots: UnsafeMutableBufferPointer<PrefetchSlot>
 
     init(cache: ProfileCache, statistics: ServerStatistics, writePath: any ProfileWritePath, storeIsShared: Bool = false) {
@@ -50,8 +62,47 @@ final class WriteCoordinator: @unchecked Sendable {
         prefetchSlots.deallocate()
     }
 
-    /// Queues jobs; called by workers.
-    func submit(_ jobs: [WriteJob]) { queue.submit(jobs) }
+    /// Commits the jobs at once in the calling worker's thread when that is prompt and nobody
+    /// else is committing, and returns the answered jobs that are the caller's, for it to
+    /// deliver; other workers get theirs through their inboxes. Otherwise queues the jobs for
+    /// the writer thread and returns none. Called by workers.
+    ///
+    /// Answers are posted before `committing` is let go, so that each worker receives them
+    /// in commit order; the caller's own can wait, since no job of its connections can be
+    /// submitted but by its own thread.
+    func submit(_ jobs: [WriteJob], from worker: Worker) -> [WriteJob] {
+        var operations = 0
+        for job in jobs { operations += job.operationCount }
+        guard !storeIsShared, operations <= Self.promptOperations, writePath.commitsPromptly, committing.tryLock() else {
+            queue.submit(jobs)
+            return []
+        }
+        // A large batch would hold up the reads of the worker's other connections.
+        guard operations + queue.count <= Self.promptOperations else {
+            committing.unlock()
+            queue.submit(jobs)
+            return []
+        }
+        // Jobs queued before these go first: some may be of the same connections.
+        var batch: [WriteJob] = []
+        queue.takeQueued(into: &batch)
+        batch.append(contentsOf: jobs)
+        commit(batch)
+        var own: [WriteJob] = []
+        if batch.count == jobs.count {
+            own = batch
+        } else {
+            own.reserveCapacity(jobs.count)
+            for job in batch where job.worker === worker { own.append(job) }
+            post(batch.filter { $0.worker !== worker }, worker: { $0.worker }, as: WorkerMessage.answered)
+        }
+        committing.unlock()
+        return own
+    }
+
+    /// The most operations (queued jobs counting one each) a worker commits in its own thread:
+    /// about 100 us of commit, so the reads of its other connections barely wait.
+    static let promptOperations = 64
 
     /// Asks the writer to finish once the queue is empty.
     func stop() { queue.stop() }
@@ -59,9 +110,15 @@ final class WriteCoordinator: @unchecked Sendable {
     /// The writer thread's loop: returns after `stop` once every queued job is answered.
     func run() {
         var batch: [WriteJob] = []
-        while queue.take(into: &batch) {
-            commit(batch)
-            post(batch, worker: { $0.worker }, as: WorkerMessage.answered)
+        while queue.waitForJobs() {
+            committing.lock()
+            // A worker may have committed them meanwhile.
+            queue.takeQueued(into: &batch)
+            if !batch.isEmpty {
+                commit(batch)
+                post(batch, worker: { $0.worker }, as: WorkerMessage.answered)
+            }
+            committing.unlock()
         }
     }
 

@@ -86,6 +86,10 @@ public protocol ProfileWritePath: AnyObject, Sendable {
     ///     during the call only.
     func commit(_ units: [any WriteUnit], knownProfile: (UnsafeRawBufferPointer) -> KnownProfile,
                 report: (Int, WriteResult) -> Void)
+    /// Whether a commit started now would be prompt: no backpressure wait, no sync to disk,
+    /// no round trip to another server. Such a commit may run on a thread that also serves
+    /// reads. Any thread; the answer may be out of date at once.
+    var commitsPromptly: Bool { get }
     /// Profiles in the store now: exact, every committed write counted.
     var rowCount: Int { get }
     /// The write path's gauges and counters, for STATS and /metrics.

@@ -50,6 +50,12 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
 
     var rowCount: Int { rows.load(ordering: .acquiring) }
 
+    /// Prompt while commits are not held back (the buffer is under half its limit) and the log
+    /// is synced in the background, not at each commit.
+    var commitsPromptly: Bool {
+        log.syncer != nil && 2 * buffer.currentBytes.load(ordering: .relaxed) < buffer.limitBytes
+    }
+
     var statistics: WritePathStatistics {
         var statistics = WritePathStatistics()
         buffer.lock.lock()

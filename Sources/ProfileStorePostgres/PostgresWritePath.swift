@@ -27,6 +27,9 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
 
     var rowCount: Int { store.rowCount }
 
+    /// Never: every commit is a round trip to PostgreSQL.
+    var commitsPromptly: Bool { false }
+
     /// The write buffer's counters are a local store's; a shared store has none.
     var statistics: WritePathStatistics { WritePathStatistics() }
 

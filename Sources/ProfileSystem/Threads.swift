@@ -53,6 +53,8 @@ public final class ConditionLock: @unchecked Sendable {
     }
 
     public func lock() { pthread_mutex_lock(mutex) }
+    /// Takes the lock if nobody holds it; returns whether it did.
+    public func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
     public func unlock() { pthread_mutex_unlock(mutex) }
     /// Waits for a signal; call with the lock held.
     public func wait() { pthread_cond_wait(condition, mutex) }

@@ -153,6 +153,8 @@ private final class GatedWritePath: ProfileWritePath, @unchecked Sendable {
         path.commit(units, knownProfile: knownProfile, report: report)
     }
 
+    /// Never: commits go through the writer thread, where the gate can hold them.
+    var commitsPromptly: Bool { false }
     var rowCount: Int { path.rowCount }
     var statistics: WritePathStatistics { path.statistics }
     var unhealthyReason: String? { path.unhealthyReason }
