@@ -116,8 +116,8 @@ import Testing
     }
 }
 
-/// Stands between the writer and the store's write path: while held, a commit waits at the
-/// gate before it starts. Any thread.
+/// Holds commits back while the test says so: a held commit waits at the gate before it
+/// starts. Any thread.
 final class CommitGate: @unchecked Sendable {
     private let state = Locked((held: false, waiting: false))
 
@@ -126,9 +126,12 @@ final class CommitGate: @unchecked Sendable {
     /// Whether a commit is waiting at the gate now.
     var waiting: Bool { state.withLock { $0.waiting } }
 
-    func wrap(_ path: any ProfileWritePath) -> any ProfileWritePath { GatedWritePath(path, gate: self) }
+    /// Commits go through the writer thread, where the gate holds them.
+    func wrap(_ path: any ProfileWritePath) -> any ProfileWritePath {
+        InterposedWritePath(path, beforeCommit: { self.pass() }, isPrompt: { false })
+    }
 
-    fileprivate func pass() {
+    private func pass() {
         while state.withLock({ state in
             state.waiting = state.held
             return state.held
@@ -136,27 +139,4 @@ final class CommitGate: @unchecked Sendable {
             usleep(1000)
         }
     }
-}
-
-private final class GatedWritePath: ProfileWritePath, @unchecked Sendable {
-    private let path: any ProfileWritePath
-    private let gate: CommitGate
-
-    init(_ path: any ProfileWritePath, gate: CommitGate) {
-        self.path = path
-        self.gate = gate
-    }
-
-    func commit(_ units: [any WriteUnit], knownProfile: (UnsafeRawBufferPointer) -> KnownProfile,
-                report: (Int, WriteResult) -> Void) {
-        gate.pass()
-        path.commit(units, knownProfile: knownProfile, report: report)
-    }
-
-    /// Never: commits go through the writer thread, where the gate can hold them.
-    var commitsPromptly: Bool { false }
-    var rowCount: Int { path.rowCount }
-    var statistics: WritePathStatistics { path.statistics }
-    var unhealthyReason: String? { path.unhealthyReason }
-    func close() throws { try path.close() }
 }

@@ -91,8 +91,8 @@ private final class Atomic: @unchecked Sendable {
     }
 }
 
-/// Stands between the writer and the store's write path: notes the name of the thread each
-/// commit runs on, and says a commit is prompt only when the test lets it. Any thread.
+/// Notes the name of the thread each commit runs on, and lets a commit be prompt only when the
+/// test says so. Any thread.
 private final class CommitRecorder: @unchecked Sendable {
     private let state = Locked((prompt: false, threads: [String]()))
 
@@ -100,34 +100,14 @@ private final class CommitRecorder: @unchecked Sendable {
     var threads: [String] { state.withLock { $0.threads } }
     var isPrompt: Bool { state.withLock { $0.prompt } }
 
-    func wrap(_ path: any ProfileWritePath) -> any ProfileWritePath { RecordedWritePath(path, recorder: self) }
+    func wrap(_ path: any ProfileWritePath) -> any ProfileWritePath {
+        InterposedWritePath(path, beforeCommit: { self.noteCommit() }, isPrompt: { self.isPrompt })
+    }
 
-    fileprivate func noteCommit() {
+    private func noteCommit() {
         let name = readText("/proc/thread-self/comm").trimmingSuffix("\n")
         state.withLock { $0.threads.append(name) }
     }
-}
-
-private final class RecordedWritePath: ProfileWritePath, @unchecked Sendable {
-    private let path: any ProfileWritePath
-    private let recorder: CommitRecorder
-
-    init(_ path: any ProfileWritePath, recorder: CommitRecorder) {
-        self.path = path
-        self.recorder = recorder
-    }
-
-    func commit(_ units: [any WriteUnit], knownProfile: (UnsafeRawBufferPointer) -> KnownProfile,
-                report: (Int, WriteResult) -> Void) {
-        recorder.noteCommit()
-        path.commit(units, knownProfile: knownProfile, report: report)
-    }
-
-    var commitsPromptly: Bool { recorder.isPrompt && path.commitsPromptly }
-    var rowCount: Int { path.rowCount }
-    var statistics: WritePathStatistics { path.statistics }
-    var unhealthyReason: String? { path.unhealthyReason }
-    func close() throws { try path.close() }
 }
 
 private extension String {
