@@ -39,12 +39,13 @@ final class Connection {
     /// Writes sent to the writer and not answered yet. While there are any, only more writes,
     /// and reads that can be answered ahead of them (`heldReplies`), are taken from the input,
     /// so replies keep request order.
-    var writesInFlight: Int { writesTaken - writesAnswered }
+    var writesInFlight: Int { unansweredWrites.count }
     /// The writes in flight, oldest first: what reads taken ahead of them must not touch.
     var unansweredWrites: [WriteJob] = []
-    /// Writes taken from the input since the connection opened, and how many of them are answered.
+    /// Writes taken from the input since the connection opened.
     var writesTaken = 0
-    var writesAnswered = 0
+    /// Writes answered since the connection opened: what releases `heldReplies`.
+    var writesAnswered: Int { writesTaken - unansweredWrites.count }
     /// Replies to reads answered ahead of writes in flight, each waiting for those writes' replies.
     var heldReplies = HeldReplies()
     /// Reads sent to the fetchers (a shared store's) and not answered yet. While there are

@@ -5,9 +5,9 @@ import ProfileSystem
 ///
 /// Threading: `submit` and `stop` from any thread; `take` from the consuming threads.
 final class JobQueue<Job>: @unchecked Sendable {
-    fileprivate let lock = ConditionLock()
-    fileprivate var queue: [Job] = []
-    fileprivate var stopping = false
+    private let lock = ConditionLock()
+    private var queue: [Job] = []
+    private var stopping = false
 
     /// Queues jobs; called by workers.
     func submit(_ jobs: [Job]) {
@@ -36,9 +36,7 @@ final class JobQueue<Job>: @unchecked Sendable {
         swap(&batch, &queue)
         return true
     }
-}
 
-extension JobQueue {
     /// Waits until jobs are queued, without taking them; false once `stop` was called and
     /// nothing is left.
     func waitForJobs() -> Bool {
@@ -48,20 +46,15 @@ extension JobQueue {
         return !queue.isEmpty
     }
 
-    /// Jobs queued now.
-    var count: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return queue.count
-    }
-
-    /// Moves every queued job into `batch`, which it empties first, without waiting: none
-    /// may be queued.
-    func takeQueued(into batch: inout [Job]) {
+    /// Moves every queued job into `batch`, which it empties first, without waiting (none may
+    /// be queued), unless more than `limit` are queued: then it takes none and returns false.
+    func takeQueued(into batch: inout [Job], atMost limit: Int = .max) -> Bool {
         batch.removeAll(keepingCapacity: true)
         lock.lock()
         defer { lock.unlock() }
+        guard queue.count <= limit else { return false }
         swap(&batch, &queue)
+        return true
     }
 }
 

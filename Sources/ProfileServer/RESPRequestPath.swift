@@ -920,7 +920,7 @@ extension Worker {
     }
 
     func respStoreFailure(_ reason: String, _ connection: Connection) {
-        respError(.made(Array("STORE ".utf8) + Array(reason.utf8.prefix(1024))), connection)
+        respError(.made(Array("STORE ".utf8) + Array(reason.utf8.prefix(Self.storeFailureReasonBytes))), connection)
     }
 
     /// A reply whose store read failed halfway: replaced with `-STORE`.

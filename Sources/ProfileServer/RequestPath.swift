@@ -3,6 +3,7 @@ import Glibc
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
+import WireBytes
 
 // The request path: frame, decode, check the role, execute, encode, all on the worker's
 // thread, from the bytes as received to the reply scratch, without allocating on a cache hit.
@@ -137,18 +138,17 @@ extension Worker {
 
     /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
     /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
-    static let heldReplyRoom = 64 + ValueEncoder.maxExpansion * (Limits.userId + Limits.name + Limits.portraitUri)
-        + 4 * 1024
+    static let heldReplyRoom = max(valueLineCapacity, "ERROR STORE \n".utf8.count + storeFailureReasonBytes)
+
+    /// The most bytes of a store failure's reason that its ERROR STORE line carries.
+    static let storeFailureReasonBytes = 1024
 
     /// Whether a write in flight on the connection changes `userId` (a FLUSHALL changes every id).
     private func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
         for job in connection.unansweredWrites {
             for index in 0..<job.operationCount {
                 guard let written = job.operation(at: index).userId else { return true }
-                if written.count == userId.count
-                    && (userId.count == 0 || memcmp(written.baseAddress!, userId.baseAddress!, userId.count) == 0) {
-                    return true
-                }
+                if bytesEqual(written, userId) { return true }
             }
         }
         return false
@@ -387,7 +387,7 @@ extension Worker {
     func reply(storeFailure reason: String, to connection: Connection) {
         counters.errors += 1
         var line: [UInt8] = Array("ERROR STORE ".utf8)
-        line.append(contentsOf: oneLine(reason).utf8.prefix(1024))
+        line.append(contentsOf: oneLine(reason).utf8.prefix(Self.storeFailureReasonBytes))
         line.append(0x0A)
         reserve(line.count, connection)
         line.withUnsafeBytes { out.append($0) }

@@ -232,7 +232,6 @@ final class Worker: @unchecked Sendable {
         case .line: writeLineAnswer(job)
         case .resp(let write): writeRESPAnswer(job, write)
         }
-        connection.writesAnswered += 1
         releaseHeldReplies(connection)
         return true
     }

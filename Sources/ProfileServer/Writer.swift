@@ -77,15 +77,14 @@ final class WriteCoordinator: @unchecked Sendable {
             queue.submit(jobs)
             return []
         }
-        // A large batch would hold up the reads of the worker's other connections.
-        guard operations + queue.count <= Self.promptOperations else {
+        // Jobs queued before these go first: some may be of the same connections. Too many would
+        // make a commit that holds up the reads of the worker's other connections.
+        var batch: [WriteJob] = []
+        guard queue.takeQueued(into: &batch, atMost: Self.promptOperations - operations) else {
             committing.unlock()
             queue.submit(jobs)
             return []
         }
-        // Jobs queued before these go first: some may be of the same connections.
-        var batch: [WriteJob] = []
-        queue.takeQueued(into: &batch)
         batch.append(contentsOf: jobs)
         commit(batch)
         var own: [WriteJob] = []
@@ -116,7 +115,7 @@ final class WriteCoordinator: @unchecked Sendable {
         while queue.waitForJobs() {
             committing.lock()
             // A worker may have committed them meanwhile.
-            queue.takeQueued(into: &batch)
+            _ = queue.takeQueued(into: &batch)
             if !batch.isEmpty {
                 commit(batch)
                 post(batch, worker: { $0.worker }, as: WorkerMessage.answered)

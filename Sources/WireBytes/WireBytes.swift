@@ -28,6 +28,12 @@ public func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) ->
         && (bytes.count == 0 || memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0)
 }
 
+/// Whether two views hold the same bytes.
+@inlinable @inline(__always)
+public func bytesEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
+}
+
 /// Digits in the decimal form of `value`.
 @inlinable
 public func decimalCount(_ value: UInt64) -> Int {
