@@ -24,6 +24,9 @@ final class Memtable: @unchecked Sendable {
     /// Entries past which the write path starts a new memtable: a SCAN filters the active
     /// one entry by entry, so this bounds its cost (a fraction of a millisecond).
     static let maxEntries = 1 << 14
+    /// Chunks past which the write path starts a new memtable: the chunk table has a fixed
+    /// size, so that its address never changes and the buffer can resolve entries through it.
+    static let maxChunks = 64
     static let headerBytes = 16
 
     enum Kind: UInt8 {
@@ -33,7 +36,9 @@ final class Memtable: @unchecked Sendable {
 
     /// Consecutive across the memtables of a buffer; the index's references carry it.
     let serial: UInt32
-    private(set) var chunks: [UnsafeMutableRawPointer] = []
+    /// The chunks in order: `chunkCount` of a table of `maxChunks`, allocated once.
+    let chunks: UnsafeMutablePointer<UnsafeMutableRawPointer>
+    private(set) var chunkCount = 0
     /// Bytes used in the last chunk.
     private var used: Int
     /// Where each entry starts, in commit order (`chunk << chunkShift | offset`).
@@ -44,30 +49,35 @@ final class Memtable: @unchecked Sendable {
     private(set) var firstAppendNanos = 0
     /// Set once no more entries may come; then `sortedLatest` may be built.
     var isFrozen = false
-    /// Slots of the buffer's index that name an entry here (buffer's lock).
-    var indexedSlots = 0
-
     init(serial: UInt32, chunkShift: Int) {
         self.serial = serial
         self.chunkShift = chunkShift
         used = 1 << chunkShift
+        chunks = .allocate(capacity: Self.maxChunks)
         offsets.reserveCapacity(1024)
     }
 
     deinit {
-        for chunk in chunks { munmap(chunk, chunkBytes) }
+        for i in 0..<chunkCount { munmap(chunks[i], chunkBytes) }
+        chunks.deallocate()
     }
 
     var entryCount: Int { offsets.count }
 
     /// Memory it holds: its chunks and its list of offsets.
-    var footprint: Int { chunks.count * chunkBytes + offsets.capacity * MemoryLayout<UInt32>.stride }
+    var footprint: Int { chunkCount * chunkBytes + offsets.capacity * MemoryLayout<UInt32>.stride }
+
+    /// Whether an entry of `size` bytes (`entryBytes`) may be appended.
+    func hasRoom(forEntryBytes size: Int) -> Bool {
+        offsets.count < Self.maxEntries && (used + size <= chunkBytes || chunkCount < Self.maxChunks)
+    }
 
     static func entryBytes(idCount: Int, nameCount: Int, portraitUriCount: Int) -> Int {
         (headerBytes + idCount + nameCount + portraitUriCount + 7) & ~7
     }
 
     /// Appends an entry and returns where it starts.
+    /// - Precondition: `hasRoom(forEntryBytes:)` for its size.
     func append(sequence: Int64, kind: Kind, userId: UnsafeRawBufferPointer, name: UnsafeRawBufferPointer,
                 portraitUri: UnsafeRawBufferPointer, now: Int) -> UInt32 {
         precondition(!isFrozen, "an entry appended to a frozen memtable")
@@ -79,11 +89,13 @@ final class Memtable: @unchecked Sendable {
             guard let chunk = mmap(nil, chunkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
                                    -1, 0),
                   chunk != MAP_FAILED else { fatalError("out of memory for the write buffer") }
-            chunks.append(chunk)
+            precondition(chunkCount < Self.maxChunks, "an entry appended to a full memtable")
+            chunks[chunkCount] = chunk
+            chunkCount += 1
             used = 0
         }
-        let offset = UInt32(truncatingIfNeeded: (chunks.count - 1) << chunkShift | used)
-        let entry = chunks[chunks.count - 1] + used
+        let offset = UInt32(truncatingIfNeeded: (chunkCount - 1) << chunkShift | used)
+        let entry = chunks[chunkCount - 1] + used
         entry.storeBytes(of: sequence, as: Int64.self)
         entry.storeBytes(of: kind.rawValue, toByteOffset: 8, as: UInt8.self)
         entry.storeBytes(of: UInt8(userId.count), toByteOffset: 9, as: UInt8.self)
@@ -108,7 +120,14 @@ final class Memtable: @unchecked Sendable {
 
     @inline(__always)
     func entry(at offset: UInt32) -> MemtableEntry {
-        MemtableEntry(chunks[Int(offset >> UInt32(chunkShift))] + Int(offset & UInt32(chunkBytes - 1)))
+        Self.entry(at: offset, chunks: chunks, chunkShift: chunkShift)
+    }
+
+    /// The entry at `offset` of a memtable with these chunks.
+    @inline(__always)
+    static func entry(at offset: UInt32, chunks: UnsafeMutablePointer<UnsafeMutableRawPointer>,
+                      chunkShift: Int) -> MemtableEntry {
+        MemtableEntry(chunks[Int(offset >> UInt32(chunkShift))] + Int(offset & (UInt32(1) << chunkShift &- 1)))
     }
 
     /// The offsets of the newest entry of each id, sorted by id: what a merge writes, and

@@ -60,4 +60,51 @@ import Testing
         #expect(buffer.entries == 0)
         buffer.lock.unlock()
     }
+
+    /// Large entries in a small buffer: memtables fill by their chunks, not their entry count,
+    /// more of them are live than the buffer's first table of them holds, and every entry
+    /// still resolves to its own bytes, before and after the oldest half is dropped.
+    @Test func largeEntriesFillMemtablesByChunks() {
+        let buffer = WriteBuffer(limitBytes: 1 << 20)
+        let portraitUri = [UInt8](repeating: UInt8(ascii: "u"), count: 2000)
+        var newest: [String: Int64] = [:]
+        for sequence in Int64(1)...12_000 {
+            let id = "id\(sequence % 500)"
+            buffer.prepareIndex(forAdding: 1)
+            buffer.lock.lock()
+            Array(id.utf8).withUnsafeBytes { key in
+                Array("name \(sequence)".utf8).withUnsafeBytes { name in
+                    portraitUri.withUnsafeBytes { uri in
+                        _ = buffer.apply(.put, sequence: sequence, userId: key, name: name, portraitUri: uri, now: 0)
+                    }
+                }
+            }
+            buffer.lock.unlock()
+            newest[id] = sequence
+        }
+        func check(_ when: String) {
+            buffer.lock.lock()
+            defer { buffer.lock.unlock() }
+            for (id, sequence) in newest {
+                let found = Array(id.utf8).withUnsafeBytes { buffer.newest($0) }
+                #expect(found?.sequence == sequence, "\(when): \(id) found \(String(describing: found?.sequence))")
+                #expect(found.map { String(decoding: $0.name, as: UTF8.self) } == "name \(sequence)", "\(when): \(id)")
+                #expect(found.map { Array($0.portraitUri) == portraitUri } == true, "\(when): \(id)")
+            }
+        }
+        buffer.lock.lock()
+        let memtables = buffer.memtables
+        buffer.lock.unlock()
+        #expect(memtables.count > 16)
+        #expect(memtables.allSatisfy { $0.chunkCount <= Memtable.maxChunks && $0.entryCount < Memtable.maxEntries })
+        check("before the drop")
+        buffer.lock.lock()
+        buffer.drop(Array(buffer.freezeAll().prefix(memtables.count / 2)))
+        let kept = buffer.memtables
+        buffer.lock.unlock()
+        let firstKept = kept.first!.firstSequence
+        newest = newest.filter { $0.value >= firstKept }
+        #expect(!newest.isEmpty)
+        check("after the drop")
+    }
 }
