@@ -280,13 +280,19 @@ final class Merger: @unchecked Sendable {
         let rows: Int
         if let known = recencyRows { rows = known } else { rows = Int(try connection.integer("SELECT count(*) FROM recent")) }
         recencyRows = rows + appended
-        guard RecencyTable.needsRebuild(rows: rows + appended, liveRows: liveRows) else { return }
+        let writesWait = buffer.isUrgent
+        guard RecencyTable.needsRebuild(rows: rows + appended, liveRows: liveRows, writesWait: writesWait) else { return }
         liveRows = Int(try connection.integer("SELECT count(*) FROM profiles"))
-        guard RecencyTable.needsRebuild(rows: rows + appended, liveRows: liveRows) else { return }
-        try step(background: background) { abandon throws(StoreError) in
-            try self.transaction(abandonIf: abandon) { () throws(StoreError) in
-                try self.connection.execute(RecencyTable.rebuildSQL)
+        guard RecencyTable.needsRebuild(rows: rows + appended, liveRows: liveRows, writesWait: writesWait) else { return }
+        do {
+            // Not run again when writes start to wait meanwhile: it waits for a later merge.
+            try step(background: background, rerunWhenUrgent: false) { abandon throws(StoreError) in
+                try self.transaction(abandonIf: abandon) { () throws(StoreError) in
+                    try self.connection.execute(RecencyTable.rebuildSQL)
+                }
             }
+        } catch where error.kind == .interrupted {
+            return
         }
         recencyRows = liveRows
     }
@@ -466,9 +472,10 @@ final class Merger: @unchecked Sendable {
 
     /// Runs one step of a merge and returns its result. A background step runs on a thread of
     /// its own, named "merge", at SCHED_IDLE, and is abandoned when the merge turns urgent; it
-    /// then runs again at once, urgently, on this thread. Only a thread made for the step may
-    /// drop to SCHED_IDLE: there is no way back from it without privileges.
-    private func step<R>(background: Bool,
+    /// then runs again at once, urgently, on this thread, or, unless `rerunWhenUrgent`, throws
+    /// `.interrupted`. Only a thread made for the step may drop to SCHED_IDLE: there is no way
+    /// back from it without privileges.
+    private func step<R>(background: Bool, rerunWhenUrgent: Bool = true,
                          _ body: @escaping (_ abandonIf: @escaping () -> Bool) throws(StoreError) -> R) throws(StoreError) -> R {
         nonisolated(unsafe) let body = body
         var background = background && !buffer.isUrgent
@@ -499,6 +506,7 @@ final class Merger: @unchecked Sendable {
             case .failure(let error) where error.kind == .interrupted:
                 // It became urgent while running in the background: run it again, now.
                 abandonedSteps.add(1, ordering: .relaxed)
+                guard rerunWhenUrgent else { throw error }
                 background = false
             case .failure(let error):
                 throw error

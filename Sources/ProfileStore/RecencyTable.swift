@@ -40,7 +40,12 @@ enum RecencyTable {
     /// and is shared by the rows appended since the last one: at four times the live rows,
     /// each merged write pays a third of a row's rebuild instead of a whole one (at twice), for
     /// about 30 bytes of disk per stale row (about 90 MB at most over a million profiles).
-    static func needsRebuild(rows: Int, liveRows: Int) -> Bool {
-        rows > 4 * liveRows + 10_000
+    ///
+    /// While writes wait for merges (`writesWait`: the write buffer past half its limit, or a
+    /// stop), the rebuild waits too, up to eight times the live rows (about 210 MB over a
+    /// million profiles): done then, it would take the merger's time from the merges the
+    /// writers are held back for.
+    static func needsRebuild(rows: Int, liveRows: Int, writesWait: Bool) -> Bool {
+        rows > (writesWait ? 8 : 4) * liveRows + 10_000
     }
 }
