@@ -26,8 +26,8 @@ final class WriteBuffer: @unchecked Sendable {
     /// subtraction.
     private(set) var memtables: [Memtable] = []
     /// Each of `memtables`' chunk table and index slot count, in the same order, where the
-    /// index resolves references without touching the memtable objects: retaining and
-    /// releasing them took a sixth of the write path's time.
+    /// index resolves references without touching the memtable objects, which every lookup
+    /// would otherwise retain and release.
     private var live: UnsafeMutablePointer<LiveMemtable>
     private var liveCapacity = 16
     /// The serial of the oldest memtable still here (`nextSerial` when there is none): index
