@@ -26,7 +26,7 @@ public enum SynchronousMode: Sendable {
 public final class SQLiteProfileStore: LocalProfileStore {
     /// Rows a merge writes per transaction unless told otherwise: a range takes a fraction of
     /// a second, so an abandoned one loses little, and a FLUSHALL or a stop waits little.
-    static let defaultRowsPerMergeRange = 16_384
+    static let defaultRowsPerMergeRange = 4_096
 
     let file: StoreFile
     private let buffer: WriteBuffer
