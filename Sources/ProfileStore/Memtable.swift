@@ -49,6 +49,8 @@ final class Memtable: @unchecked Sendable {
     private(set) var firstAppendNanos = 0
     /// Set once no more entries may come; then `sortedLatest` may be built.
     var isFrozen = false
+    /// A thread has taken it to sort (buffer's lock), so that another does not start too.
+    var isBeingSorted = false
     init(serial: UInt32, chunkShift: Int) {
         self.serial = serial
         self.chunkShift = chunkShift

@@ -54,6 +54,10 @@ final class Merger: @unchecked Sendable {
     /// Background steps given up because the merge turned urgent, each run again at once.
     let abandonedSteps = Atomic<Int>(0)
     private let idleRefusalLogged = Atomic<Bool>(false)
+    /// Wakes the sorter thread; `memtablesFroze` and `sorterStopping` are under it.
+    private let sorterWake = ConditionLock()
+    private var memtablesFroze = false
+    private var sorterStopping = false
 
     /// A merge starts once the buffer holds this share of its limit, or once its oldest write
     /// has waited `maximumWaitNanos`; before, small merges would cost more per row.
@@ -179,13 +183,41 @@ final class Merger: @unchecked Sendable {
         while true {
             buffer.lock.lock()
             let next = buffer.unsortedFrozen
+            next?.isBeingSorted = true
             buffer.lock.unlock()
             guard let next else { return }
             let sorted = next.makeSortedLatest()
             buffer.lock.lock()
             next.publish(sortedLatest: sorted)
+            next.isBeingSorted = false
             buffer.lock.unlock()
         }
+    }
+
+    /// The sorter thread's loop: sorts each memtable as soon as the writes freeze it. The
+    /// merger's thread spends most of a busy merge in steps that cannot stop for it (the
+    /// recency append, the synced record, the checkpoint: most of a second together), and
+    /// every memtable left unsorted meanwhile cost each SCAN a pass over its entries. It waits
+    /// on a condition of its own: the buffer's is signalled at nearly every commit. Returns
+    /// after `stop`.
+    func runSorter() {
+        while true {
+            sorterWake.lock()
+            while !memtablesFroze && !sorterStopping { sorterWake.wait() }
+            let stop = sorterStopping
+            memtablesFroze = false
+            sorterWake.unlock()
+            if stop { return }
+            sortFrozenMemtables()
+        }
+    }
+
+    /// Tells the sorter thread that a commit froze a memtable. Any thread.
+    func memtableFroze() {
+        sorterWake.lock()
+        memtablesFroze = true
+        sorterWake.unlock()
+        sorterWake.signal()
     }
 
     /// Whether to merge now; buffer's lock held.
@@ -195,13 +227,18 @@ final class Merger: @unchecked Sendable {
             || now - oldest >= Self.maximumWaitNanos
     }
 
-    /// Asks the thread to merge what is left and return. Any thread.
+    /// Asks the merger thread to merge what is left and return, and the sorter thread to
+    /// return. Any thread.
     func stop() {
         buffer.lock.lock()
         stopping = true
         buffer.noteUrgency(stopping: true)
         buffer.lock.unlock()
         buffer.lock.broadcast()
+        sorterWake.lock()
+        sorterStopping = true
+        sorterWake.unlock()
+        sorterWake.signal()
     }
 
     // MARK: Merging
@@ -232,7 +269,12 @@ final class Merger: @unchecked Sendable {
     /// records the newest sequence merged, synced to disk. Returns false, having recorded
     /// nothing, when a FLUSHALL came meanwhile: its emptying of the table goes first.
     private func merge(_ memtables: [Memtable], background: Bool) throws(StoreError) -> Bool {
-        for memtable in memtables where memtable.sortedLatest == nil {
+        // Asked under the lock: the sorter thread publishes too. One it is sorting right now is
+        // sorted here as well; the first to publish wins, and both orders are the same.
+        buffer.lock.lock()
+        let unsorted = memtables.filter { $0.sortedLatest == nil }
+        buffer.lock.unlock()
+        for memtable in unsorted {
             let sorted = try step(background: background) { _ in memtable.makeSortedLatest() }
             buffer.lock.lock()
             memtable.publish(sortedLatest: sorted)

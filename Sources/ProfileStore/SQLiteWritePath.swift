@@ -16,10 +16,12 @@ import Synchronization
 /// counters from any thread.
 final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
     private let file: StoreFile
-    private let buffer: WriteBuffer
+    /// Internal, not private: tests look at its memtables.
+    let buffer: WriteBuffer
     private let log: WriteLogWriter
     private let merger: Merger
     private var mergerThread: pthread_t?
+    private var sorterThread: pthread_t?
     /// Reads the table for profiles nobody else knows.
     private let reader: SQLiteProfileReader
     private let frame = LogFrame()
@@ -46,6 +48,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         fullBufferTimeoutNanos = Int(file.busyTimeoutMilliseconds) * 1_000_000
         let merger = self.merger
         mergerThread = startThread("merger") { merger.run() }
+        sorterThread = startThread("sorter") { merger.runSorter() }
     }
 
     var rowCount: Int { rows.load(ordering: .acquiring) }
@@ -83,7 +86,9 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
     func close() throws {
         merger.stop()
         if let mergerThread { pthread_join(mergerThread, nil) }
+        if let sorterThread { pthread_join(sorterThread, nil) }
         mergerThread = nil
+        sorterThread = nil
         buffer.lock.lock()
         let left = buffer.entries
         let failure = merger.lastFailure
@@ -190,6 +195,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
             || buffer.bytes * Merger.startShare >= buffer.limitBytes
         buffer.lock.unlock()
         if wakeMerger { buffer.lock.broadcast() }
+        if froze { merger.memtableFroze() }
     }
 
     /// Works one operation out against the profile as it is at this point of the commit.

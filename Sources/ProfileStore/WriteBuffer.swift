@@ -230,8 +230,8 @@ final class WriteBuffer: @unchecked Sendable {
 
     // MARK: Merging
 
-    /// The oldest frozen memtable not yet sorted by id, if any.
-    var unsortedFrozen: Memtable? { memtables.first { $0.isFrozen && $0.sortedLatest == nil } }
+    /// The oldest frozen memtable not yet sorted by id, nor being sorted, if any.
+    var unsortedFrozen: Memtable? { memtables.first { $0.isFrozen && $0.sortedLatest == nil && !$0.isBeingSorted } }
 
     /// Freezes the active memtable and returns every memtable, for a merge.
     func freezeAll() -> [Memtable] {

@@ -357,6 +357,45 @@ import Testing
         try writes.commit(TestUnit(.put("after", "a", "")))
     }
 
+    /// Memtables are sorted by id as soon as they fill (for SCAN), even while the merger's
+    /// thread is held in a merge: here it waits for a write lock another connection holds.
+    @Test func fullMemtablesAreSortedWhileAMergeWaits() throws {
+        let store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: 30_000, writeBufferBytes: 64 << 20)
+        let writes = try store.openWritePath()
+        let buffer = (writes as! SQLiteWritePath).buffer
+        var blocker: OpaquePointer?
+        #expect(sqlite3_open(path, &blocker) == SQLITE_OK)
+        defer { sqlite3_close(blocker) }
+        #expect(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nil, nil, nil) == SQLITE_OK)
+        let value = String(repeating: "v", count: 100)
+        func write(_ ids: Range<Int>) {
+            for first in stride(from: ids.lowerBound, to: ids.upperBound, by: 1000) {
+                let unit = TestUnit((first..<min(first + 1000, ids.upperBound)).map { .put("id\($0)", value, "") })
+                _ = writes.commit([unit])
+            }
+        }
+        func memtables() -> [Memtable] {
+            buffer.lock.lock()
+            defer { buffer.lock.unlock() }
+            return buffer.memtables
+        }
+        // A second later a merge starts, freezes the memtable, and waits for the lock.
+        write(0..<1000)
+        #expect(eventually { memtables().allSatisfy(\.isFrozen) })
+        write(1000..<75_000)
+        #expect(memtables().count >= 5)
+        #expect(eventually {
+            let all = memtables()
+            buffer.lock.lock()
+            defer { buffer.lock.unlock() }
+            return all.dropLast().allSatisfy { $0.sortedLatest != nil }
+        }, "a full memtable stayed unsorted while the merge waited")
+        #expect(sqlite3_exec(blocker, "ROLLBACK", nil, nil, nil) == SQLITE_OK)
+        #expect(eventually { writes.statistics.unmergedWrites == 0 })
+        #expect(tableRows(path).count == 75_000)
+        try writes.close()
+    }
+
     /// Logs of earlier versions (an SQLite file beside the database) are merged at open and removed.
     @Test func aLogInTheEarlierLayoutIsMergedAtOpen() throws {
         do { _ = try openStore(path) }
