@@ -28,7 +28,7 @@ import Testing
             if fields.count > 16, let nice = Int(fields[16]) { niceByName[name] = nice }
         }
         niceByName["merge"] = nil  // a background merge step's thread, while one runs
-        #expect(niceByName == ["profiled": 0, "writer": 0, "merger": 0, "log-sync": 0, "worker-0": 0, "worker-1": 0])
+        #expect(niceByName == ["profiled": 0, "writer": 0, "merger": 0, "sorter": 0, "log-sync": 0, "worker-0": 0, "worker-1": 0])
     }
 
     @Test func configFileSetsEveryFlagAndTheCommandLineWins() throws {
