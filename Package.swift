@@ -45,7 +45,7 @@ let package = Package(
         // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
         .target(name: "RESPProtocol", dependencies: ["WireBytes"], swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
-        .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "CCRC32C", "ProfileSystem"], swiftSettings: hotPath),
+        .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "CCRC32C", "ProfileSystem", "WireBytes"], swiftSettings: hotPath),
         // One libpq connection with a deadline on every call, for stores shared by several nodes.
         .target(name: "ProfilePostgres", dependencies: ["CPostgres", "ProfileSystem"]),
         // The shared store: profiles in a PostgreSQL database several servers use at once.

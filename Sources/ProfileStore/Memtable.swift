@@ -49,8 +49,7 @@ final class Memtable: @unchecked Sendable {
     private(set) var firstAppendNanos = 0
     /// Set once no more entries may come; then `sortedLatest` may be built.
     var isFrozen = false
-    /// A thread has taken it to sort (buffer's lock), so that another does not start too.
-    var isBeingSorted = false
+
     init(serial: UInt32, chunkShift: Int) {
         self.serial = serial
         self.chunkShift = chunkShift
@@ -234,10 +233,4 @@ func compareIds(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int
     let order = common == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, common)
     if order != 0 { return order }
     return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
-}
-
-/// Whether two views hold the same bytes.
-@inline(__always)
-func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-    a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
 }

@@ -3,6 +3,7 @@ import CSQLite
 import Glibc
 import ProfileSystem
 import Synchronization
+import WireBytes
 
 /// Moves the write buffer's memtables into the profile table, and empties the table for a
 /// FLUSHALL, on a thread of its own.
@@ -110,11 +111,6 @@ final class Merger: @unchecked Sendable {
         var failures = 0
         buffer.lock.lock()
         while true {
-            if buffer.unsortedFrozen != nil {
-                buffer.lock.unlock()
-                sortFrozenMemtables()
-                buffer.lock.lock()
-            }
             if let sequence = buffer.clearedAt {
                 buffer.lock.unlock()
                 let ok = attempt(&failures) { () throws(StoreError) in try emptyTable(through: sequence) }
@@ -178,18 +174,16 @@ final class Merger: @unchecked Sendable {
 
     /// Sorts memtables frozen since the last look, so that a SCAN finds at most the active one
     /// unsorted: one at a time, outside the buffer's lock (a frozen memtable never changes).
-    /// Called without the lock.
+    /// The sorter thread only, without the lock.
     private func sortFrozenMemtables() {
         while true {
             buffer.lock.lock()
             let next = buffer.unsortedFrozen
-            next?.isBeingSorted = true
             buffer.lock.unlock()
             guard let next else { return }
             let sorted = next.makeSortedLatest()
             buffer.lock.lock()
             next.publish(sortedLatest: sorted)
-            next.isBeingSorted = false
             buffer.lock.unlock()
         }
     }
@@ -285,8 +279,6 @@ final class Merger: @unchecked Sendable {
         var written: [MemtableEntry] = []
         while !cursor.isAtEnd {
             if flushIsPending { return false }
-            // Memtables the writes freeze meanwhile are sorted between ranges, for SCAN.
-            sortFrozenMemtables()
             // A step abandoned in the background runs again from the same cursor: its rows were
             // rolled back and must be written again.
             let start = cursor
@@ -593,7 +585,7 @@ struct MergeCursor {
         let entry = MemtableEntry(key.entry)
         position += 1
         while position < keys.count, keys[position].prefix == key.prefix,
-              sameBytes(MemtableEntry(keys[position].entry).userId, entry.userId) {
+              bytesEqual(MemtableEntry(keys[position].entry).userId, entry.userId) {
             position += 1
         }
         return entry

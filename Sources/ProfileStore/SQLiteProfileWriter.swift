@@ -1,5 +1,6 @@
 import Glibc
 import CSQLite
+import WireBytes
 
 /// Writes profiles over a connection of its own, with its statements prepared
 /// once.
@@ -131,7 +132,7 @@ final class SQLiteProfileWriter: ProfileWriter {
             try batch.forEachSorted { (row, position) throws(StoreError) in
                 // The batch's runs are sorted by (id, position): a repeated id from a later run
                 // follows right after, and replaces the row still pending.
-                if let last = pending.lastUserId, sameBytes(last, row.userId) {
+                if let last = pending.lastUserId, bytesEqual(last, row.userId) {
                     pending.removeLast()
                 } else if pending.count == PendingUpserts.batchRows {
                     try writePendingUpserts()

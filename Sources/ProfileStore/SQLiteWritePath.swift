@@ -1,6 +1,7 @@
 import Glibc
 import ProfileSystem
 import Synchronization
+import WireBytes
 
 /// The SQLite store's write path: group commits appended to the write log, made visible in the
 /// write buffer, and merged into the table by the merger's thread.
@@ -413,7 +414,7 @@ struct GroupOverlay {
         var slot = Int(truncatingIfNeeded: hash) & mask
         while slots[slot] >= 0 {
             let index = Int(slots[slot])
-            if hashes[slot] == hash && sameBytes(frame.view(outcomes[index].userId), userId) { return index }
+            if hashes[slot] == hash && bytesEqual(frame.view(outcomes[index].userId), userId) { return index }
             slot = (slot + 1) & mask
         }
         return nil
@@ -425,7 +426,7 @@ struct GroupOverlay {
         let hash = hasher.hash(userId)
         var slot = Int(truncatingIfNeeded: hash) & mask
         while slots[slot] >= 0 {
-            if hashes[slot] == hash && sameBytes(frame.view(outcomes[Int(slots[slot])].userId), userId) { break }
+            if hashes[slot] == hash && bytesEqual(frame.view(outcomes[Int(slots[slot])].userId), userId) { break }
             slot = (slot + 1) & mask
         }
         slots[slot] = Int32(outcome)

@@ -2,6 +2,7 @@ import CPrefetch
 import Glibc
 import ProfileSystem
 import Synchronization
+import WireBytes
 
 /// Every committed write the table does not have yet: the memtables, oldest first (the last
 /// one takes new entries until it is frozen), and an index from each id to its newest entry.
@@ -230,8 +231,8 @@ final class WriteBuffer: @unchecked Sendable {
 
     // MARK: Merging
 
-    /// The oldest frozen memtable not yet sorted by id, nor being sorted, if any.
-    var unsortedFrozen: Memtable? { memtables.first { $0.isFrozen && $0.sortedLatest == nil && !$0.isBeingSorted } }
+    /// The oldest frozen memtable not yet sorted by id, if any.
+    var unsortedFrozen: Memtable? { memtables.first { $0.isFrozen && $0.sortedLatest == nil } }
 
     /// Freezes the active memtable and returns every memtable, for a merge.
     func freezeAll() -> [Memtable] {
@@ -357,7 +358,7 @@ final class EntryIndex: @unchecked Sendable {
         var slot = home(hash)
         while slots[slot].hash != 0 {
             if slots[slot].hash == hash && resolver.isLive(slots[slot].reference)
-                && sameBytes(resolver.entry(slots[slot].reference).userId, userId) {
+                && bytesEqual(resolver.entry(slots[slot].reference).userId, userId) {
                 return slot
             }
             slot = (slot + 1) & mask
