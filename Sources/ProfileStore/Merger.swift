@@ -311,13 +311,14 @@ final class Merger: @unchecked Sendable {
 
     /// Builds `recent` again once its stale rows far outnumber the live ones (see `RecencyTable.needsRebuild`).
     private func tidyRecency(appended: Int, background: Bool) throws(StoreError) {
+        // Counted once; the count comes after this merge's appends, so it holds them.
         let rows: Int
-        if let known = recencyRows { rows = known } else { rows = Int(try connection.integer("SELECT count(*) FROM recent")) }
-        recencyRows = rows + appended
+        if let known = recencyRows { rows = known + appended } else { rows = Int(try connection.integer("SELECT count(*) FROM recent")) }
+        recencyRows = rows
         let writesWait = buffer.isUrgent
-        guard RecencyTable.needsRebuild(rows: rows + appended, liveRows: liveRows, writesWait: writesWait) else { return }
+        guard RecencyTable.needsRebuild(rows: rows, liveRows: liveRows, writesWait: writesWait) else { return }
         liveRows = Int(try connection.integer("SELECT count(*) FROM profiles"))
-        guard RecencyTable.needsRebuild(rows: rows + appended, liveRows: liveRows, writesWait: writesWait) else { return }
+        guard RecencyTable.needsRebuild(rows: rows, liveRows: liveRows, writesWait: writesWait) else { return }
         do {
             // Not run again when writes start to wait meanwhile: it waits for a later merge.
             try step(background: background, rerunWhenUrgent: false) { abandon throws(StoreError) in

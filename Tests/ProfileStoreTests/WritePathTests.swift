@@ -396,6 +396,26 @@ import Testing
         try writes.close()
     }
 
+    /// `recent` is built again once its rows pass four times the live profiles, but not by a
+    /// merge that writes wait for (here the one a stop runs), which lets them reach eight times
+    /// (`RecencyTable.needsRebuild`).
+    @Test(arguments: [false, true])
+    func recencyIsRebuiltUnlessWritesWaitForTheMerge(lastMergeAtStop: Bool) throws {
+        let store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: 5000, writeBufferBytes: 1 << 20)
+        let writes = try store.openWritePath()
+        // 500 profiles written 25 times: `recent` passes 4 * 500 + 10,000 rows with the last round.
+        for round in 0..<25 {
+            let name = String(repeating: "n", count: 100) + "\(round)"
+            _ = writes.commit([TestUnit((0..<500).map { .put("id\($0)", name, "") })])
+            if round < 24 || !lastMergeAtStop { #expect(eventually { writes.statistics.unmergedWrites == 0 }) }
+        }
+        try writes.close()
+        let connection = try Connection(file: store.file)
+        #expect(try connection.integer("SELECT count(*) FROM profiles") == 500)
+        let recent = try connection.integer("SELECT count(*) FROM recent")
+        #expect(recent == (lastMergeAtStop ? 12_500 : 500))
+    }
+
     /// Logs of earlier versions (an SQLite file beside the database) are merged at open and removed.
     @Test func aLogInTheEarlierLayoutIsMergedAtOpen() throws {
         do { _ = try openStore(path) }
