@@ -142,7 +142,8 @@ extension Worker {
 
     /// Serves the request the decoder holds. Returns false, having done nothing, when its reply
     /// would overtake the replies of this connection's writes in flight: only writes, which
-    /// queue behind them, may go on.
+    /// queue behind them, and key reads whose replies can wait for theirs (`answerRESPAhead`)
+    /// may go on.
     private func serveRESP(_ connection: Connection) -> Bool {
         let arguments = respDecoder.arguments
         let session = connection.resp!
@@ -199,6 +200,9 @@ extension Worker {
             }
             submitRESPWrite(command, arguments, connection)
         default:
+            if writesWaiting && !readsWaiting && (command.readsKey || command == .exists) {
+                return answerRESPAhead(command, arguments, connection)
+            }
             if writesWaiting || (readsWaiting && !(context.shared != nil && command.isFetched)) { return false }
             let fetching = connection.readsInFlight
             executeRESP(command, arguments, connection, mustFetch: readsWaiting)
@@ -206,6 +210,38 @@ extension Worker {
         }
         countPassCommand(command)
         return true
+    }
+
+    /// A key read decoded while writes of the connection are in flight, as the line protocol's
+    /// `answerAhead`: answered now when none of those writes touches its keys, its reply held
+    /// until theirs are written (`HeldReplies`). Returns false, having done nothing, when it
+    /// must wait instead: a store whose reads go to fetchers, a request that gets an error,
+    /// or too much held already.
+    private func answerRESPAhead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                                 _ connection: Connection) -> Bool {
+        guard context.shared == nil, out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
+              connection.heldReplies.byteCount < context.configuration.outputHighWater,
+              checkRead(command, arguments) == nil else { return false }
+        let keys = command == .exists ? arguments.count - 1 : 1
+        for index in 1...keys {
+            // A key that names no profile is never written.
+            if let userId = userId(ofKey: arguments[index]), writesInFlight(touch: userId, on: connection) { return false }
+        }
+        holdReply(on: connection) { executeRESP(command, arguments, connection) }
+        countPassCommand(command)
+        return true
+    }
+
+    /// Room in the scratch that the reply of a key read with `argumentCount` arguments fits in
+    /// (every value it may name at its longest, or a store error), so that answering it ahead
+    /// never spills the scratch.
+    static func respHeldReplyRoom(_ command: RESPCommandName, _ argumentCount: Int) -> Int {
+        let values = switch command {
+        case .exists: 0
+        case .hmget: argumentCount - 2
+        default: ProfileField.allCases.count
+        }
+        return 64 + max(storeFailureReasonBytes, values * (Limits.portraitUri + 32))
     }
 
     /// Between MULTI and EXEC: EXEC, DISCARD, MULTI, WATCH and QUIT act at once; every other

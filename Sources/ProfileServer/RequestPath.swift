@@ -127,13 +127,19 @@ extension Worker {
         default: return false
         }
         guard !writesInFlight(touch: userId, on: connection) else { return false }
-        let start = out.count
-        execute(command, on: connection, mustFetch: false)
+        holdReply(on: connection) { execute(command, on: connection, mustFetch: false) }
         countPassVerb(verb)
+        return true
+    }
+
+    /// Holds the reply `answer` writes into the scratch (which must have room for all of it)
+    /// until the writes the connection has taken so far are answered.
+    func holdReply(on connection: Connection, _ answer: () -> Void) {
+        let start = out.count
+        answer()
         connection.heldReplies.hold(UnsafeRawBufferPointer(start: out.base + start, count: out.count - start),
                                     afterWrites: connection.writesTaken)
         out.count = start
-        return true
     }
 
     /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
@@ -144,7 +150,7 @@ extension Worker {
     static let storeFailureReasonBytes = 1024
 
     /// Whether a write in flight on the connection changes `userId` (a FLUSHALL changes every id).
-    private func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
+    func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
         for job in connection.unansweredWrites {
             for index in 0..<job.operationCount {
                 guard let written = job.operation(at: index).userId else { return true }

@@ -6,9 +6,10 @@ import ProfileClient
 import ProfileTestSupport
 import Testing
 
-/// Reads pipelined behind a connection's writes: a GET or EXISTS of an id those writes do not
-/// touch is answered without waiting for their commit, its reply sent after theirs; a read of
-/// a written id, and every other request, waits for the commit.
+/// Reads pipelined behind a connection's writes: a GET or EXISTS (over RESP, a key read or
+/// EXISTS) of ids those writes do not touch is answered without waiting for their commit, its
+/// reply sent after theirs; a read of a written id, and every other request, waits for the
+/// commit.
 @Suite struct AnswerAheadTests {
     @Test func aReadOfAnotherIdIsAnsweredWhileTheWriteBeforeItWaitsToCommit() throws {
         try withHeldCommits { server, gate in
@@ -97,6 +98,55 @@ import Testing
         #expect(try client.line() == "VALUE b bee bu")
         server.store.setFault(nil)
         #expect(try client.roundTrip("GET a\n") == "NOTFOUND a")
+    }
+
+    @Test func respKeyReadsOfOtherKeysAreAnsweredWhileTheWriteBeforeThemWaits() throws {
+        try withHeldCommits { server, gate in
+            let client = try server.connectRESP()
+            #expect(try client.call("HSET", "b", "name", "bee", "portraitUri", "bu") == ":2\r\n")
+            let looked = server.statistic("cmd_get")!
+
+            gate.hold()
+            client.send(RESPTestClient.multibulk(["HSET", "a", "name", "ay"]) + RESPTestClient.multibulk(["HGET", "b", "name"])
+                        + RESPTestClient.multibulk(["HGETALL", "b"]) + RESPTestClient.multibulk(["EXISTS", "b", "zz"]))
+            // The three reads (four keys) are served while the HSET's commit is held.
+            #expect(waitUntil { server.statistic("cmd_get")! == looked + 4 })
+            #expect(waitUntil { gate.waiting })
+            gate.release()
+            #expect(try client.reply() == ":1\r\n")
+            #expect(try client.reply() == "$3\r\nbee\r\n")
+            #expect(try client.reply() == "*4\r\n$4\r\nname\r\n$3\r\nbee\r\n$11\r\nportraitUri\r\n$2\r\nbu\r\n")
+            #expect(try client.reply() == ":1\r\n")
+        }
+    }
+
+    @Test func respReadsOfAWrittenKeyWaitAndRepliesKeepRequestOrder() throws {
+        try withHeldCommits { server, gate in
+            let client = try server.connectRESP()
+            #expect(try client.call("HSET", "a", "name", "old") == ":1\r\n")
+            #expect(try client.call("HSET", "b", "name", "bee") == ":1\r\n")
+            let looked = server.statistic("cmd_get")!
+
+            gate.hold()
+            // EXISTS names a written key among others; the HGET of b behind it waits in line too.
+            let requests: [[String]] = [["HSET", "a", "name", "new"], ["EXISTS", "zz", "a"], ["HGET", "b", "name"]]
+            client.send(requests.flatMap { RESPTestClient.multibulk($0) })
+            #expect(waitUntil { gate.waiting })
+            usleep(50_000)
+            #expect(server.statistic("cmd_get")! == looked)
+            // More writes and reads behind them, answered in request order.
+            let more: [[String]] = [["HGET", "b", "nickname"], ["DEL", "b"], ["HGET", "b", "name"], ["HGET", "zz", "name"],
+                                    ["DBSIZE"], ["FLUSHALL"], ["HGET", "a", "name"]]
+            client.send(more.flatMap { RESPTestClient.multibulk($0) })
+            gate.release()
+            let expected = [":0\r\n", ":1\r\n", "$3\r\nbee\r\n", "-ERR", ":1\r\n", "$-1\r\n", "$-1\r\n", ":1\r\n",
+                            "+OK\r\n", "$-1\r\n"]
+            for reply in expected {
+                // An unknown field gets its error in its place.
+                let got = try client.reply()
+                #expect(reply == "-ERR" ? got.hasPrefix(reply) : got == reply, "\(got)")
+            }
+        }
     }
 
     /// Runs `body` against an in-process server whose commits the test can hold back.
