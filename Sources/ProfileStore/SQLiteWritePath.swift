@@ -138,6 +138,9 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         frame.begin(firstSequence: nextSequence)
         var count = rowCount
         prefetchIndexSlots(units)
+        // The table lookups of this commit share one read transaction (`lookupRow`); it ends
+        // with the commit, so that it never holds a checkpoint back for long.
+        defer { reader.endRead() }
         do {
             for unit in units {
                 for index in 0..<unit.operationCount {
@@ -312,6 +315,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
             return values ? copied(row) : found(row.name, row.portraitUri)
         }
         let cleared = buffer.clearedAt != nil
+        let epoch = buffer.dropEpoch.load(ordering: .acquiring)
         buffer.lock.unlock()
         if cleared { return Current(state: .absent) }
         switch knownProfile(userId) {
@@ -325,7 +329,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         case .present(nil), .unknown:
             break
         }
-        return try reader.lookupRow(userId) { row in
+        return try reader.lookupRow(userId, epoch: epoch) { row in
             guard let row else { return Current(state: .absent) }
             return values ? copied(row) : found(row.name, row.portraitUri)
         }

@@ -148,6 +148,22 @@ import Testing
         #expect(segments(path).isEmpty)
     }
 
+    /// A commit's table lookups share one read transaction: each commit's must see what the
+    /// merges before it moved out of the buffer, whichever commit's transaction came before.
+    @Test func commitsReadWhatMergesMovedIntoTheTable() throws {
+        let store = try SQLiteProfileStore(path: path, writeBufferBytes: 1 << 20)
+        let writes = try store.openWritePath(rowsPerMergeRange: 7) { _, _ in }
+        defer { try? writes.close() }
+        for round in 0..<4 {
+            try writes.commit(TestUnit((0..<50).map { .put("id\($0)", "round \(round)", "") }))
+            #expect(eventually { writes.statistics.unmergedWrites == 0 })
+            // Only the table holds them now.
+            let outcomes = try writes.commit(TestUnit((0..<50).map { .read("id\($0)") }))
+            #expect(outcomes.map(\.after) == (0..<50).map { Profile("id\($0)", "round \(round)", "") })
+        }
+        #expect(writes.rowCount == 50)
+    }
+
     /// Merges run in the background until the buffer is half full; a step running then is
     /// given up and run again at once, from where the last committed range ended. However
     /// often that happens, every write ends up in the table.
