@@ -41,6 +41,8 @@ final class WriteBuffer: @unchecked Sendable {
     /// Index slots naming dropped memtables; `staleSlotsAdded` counts them since the start.
     private var staleSlots = 0
     private var staleSlotsAdded = 0
+    /// Ids the write path has made room for in the index (`prepareIndex`) and not appended yet.
+    private var reservedSlots = 0
     /// The sequence of a FLUSHALL whose emptying of the table has not committed yet.
     private(set) var clearedAt: Int64?
     /// Bumped, with the lock held, whenever what the table holds changes in a way a reader of
@@ -117,6 +119,7 @@ final class WriteBuffer: @unchecked Sendable {
     /// not held: no other thread changes the index, so reading it unlocked is safe.
     func prepareIndex(forAdding count: Int) {
         lock.lock()
+        reservedSlots = count
         let table = index
         let occupied = table.occupied
         let stale = staleSlots
@@ -132,10 +135,11 @@ final class WriteBuffer: @unchecked Sendable {
             UInt32(truncatingIfNeeded: reference >> 32) &- firstLive < liveMemtables
         }
         lock.lock()
+        // The index may have been replaced meanwhile (`drop`): this one takes its place.
+        bytes += rebuilt.footprint - index.footprint
         index = rebuilt
         // Memtables dropped while it was built left stale slots in it too.
         staleSlots = staleSlotsAdded - staleMark
-        bytes += rebuilt.footprint - table.footprint
         lock.unlock()
     }
 
@@ -190,6 +194,9 @@ final class WriteBuffer: @unchecked Sendable {
             }
             (live + memtables.count).initialize(to: LiveMemtable(chunks: active.chunks, indexedSlots: 0))
             memtables.append(active)
+            // What a new memtable holds before its first entry (its list of offsets) counts
+            // too: `drop` takes back its whole footprint.
+            bytes += active.footprint
         }
         let before = active.footprint
         let offset = active.append(sequence: sequence, kind: kind, userId: userId, name: name,
@@ -199,6 +206,7 @@ final class WriteBuffer: @unchecked Sendable {
                                  resolver: resolver)
         if let replaced { live[resolver.position(of: replaced)].indexedSlots -= 1 }
         live[memtables.count - 1].indexedSlots += 1
+        if reservedSlots > 0 { reservedSlots -= 1 }
         bytes += active.footprint - before
         entries += 1
         if 2 * bytes >= limitBytes { noteUrgency() }
@@ -258,8 +266,22 @@ final class WriteBuffer: @unchecked Sendable {
         live.moveInitialize(from: live + count, count: memtables.count - count)
         memtables.removeFirst(count)
         firstLiveSerial = memtables.first?.serial ?? nextSerial
+        if memtables.isEmpty { shrinkIndex() }
         dropEpoch.add(1, ordering: .releasing)
         noteUrgency()
+    }
+
+    /// With every memtable merged, replaces an index that a burst of writes grew with an empty
+    /// one of the size the writes made room for need, so that an idle server does not keep
+    /// the burst's index (16 MB after a million writes) until its next write.
+    private func shrinkIndex() {
+        var size = EntryIndex.initialSlots
+        while size < 2 * reservedSlots { size *= 2 }
+        guard size < index.slotCount else { return }
+        let empty = EntryIndex(hasher: index.hasher, slots: size)
+        bytes += empty.footprint - index.footprint
+        index = empty
+        staleSlots = 0
     }
 
     /// When the oldest entry still waiting was committed, or nil when none waits.

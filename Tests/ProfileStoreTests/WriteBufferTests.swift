@@ -61,6 +61,51 @@ import Testing
         buffer.lock.unlock()
     }
 
+    /// A burst grows the index; once every memtable is merged it shrinks back, but never below
+    /// what the write path has made room for and not yet appended.
+    @Test func theIndexShrinksWhenEveryMemtableIsMergedButKeepsRoomMadeForWrites() {
+        let buffer = WriteBuffer(limitBytes: 64 << 20)
+        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+        var sequence: Int64 = 0
+        func write(_ ids: Range<Int>) {
+            buffer.prepareIndex(forAdding: ids.count)
+            buffer.lock.lock()
+            for id in ids {
+                sequence += 1
+                Array("id\(id)".utf8).withUnsafeBytes { key in
+                    _ = buffer.apply(.put, sequence: sequence, userId: key, name: empty, portraitUri: empty, now: 0)
+                }
+            }
+            buffer.lock.unlock()
+        }
+        func dropEverything() {
+            buffer.lock.lock()
+            buffer.drop(buffer.freezeAll())
+            buffer.lock.unlock()
+        }
+        let idle = buffer.bytes
+        write(0..<100_000)
+        #expect(buffer.bytes > idle + 1 << 20)
+        dropEverything()
+        #expect(buffer.bytes == idle)
+
+        // Room made for 50,000 ids, then everything merged before they are appended.
+        write(0..<100_000)
+        buffer.prepareIndex(forAdding: 50_000)
+        dropEverything()
+        #expect(buffer.bytes > idle)
+        buffer.lock.lock()
+        for id in 200_000..<250_000 {
+            sequence += 1
+            Array("id\(id)".utf8).withUnsafeBytes { key in
+                _ = buffer.apply(.put, sequence: sequence, userId: key, name: empty, portraitUri: empty, now: 0)
+            }
+        }
+        let found = (200_000..<250_000).filter { id in Array("id\(id)".utf8).withUnsafeBytes { buffer.newest($0) } != nil }
+        buffer.lock.unlock()
+        #expect(found.count == 50_000)
+    }
+
     /// Large entries in a small buffer: memtables fill by their chunks, not their entry count,
     /// more of them are live than the buffer's first table of them holds, and every entry
     /// still resolves to its own bytes, before and after the oldest half is dropped.
