@@ -74,8 +74,8 @@ final class SQLiteProfileReader: ProfileReader {
     /// The table's row for `userId`, for the write path, which has looked in the buffer
     /// itself and read the drop epoch (`epoch`) under the same hold of its lock. The lookups of
     /// one commit share a read transaction, which the write path ends with `endRead` when the
-    /// commit is done: a transaction per lookup took two file-lock calls and a check of the
-    /// write-ahead log each, about a third of what a lookup cost.
+    /// commit is done: a transaction per lookup would take two file-lock calls and a check of the
+    /// write-ahead log each, about a third of what a lookup costs.
     func lookupRow<R>(_ userId: UnsafeRawBufferPointer, epoch: Int, _ body: (ProfileRow?) -> R) throws(StoreError) -> R {
         if !inTransaction { try beginTransaction() }
         try renewSnapshot(ifOlderThan: epoch)
