@@ -235,7 +235,7 @@ extension Worker {
     /// Room in the scratch that the reply of a key read with `argumentCount` arguments fits in
     /// (every value it may name at its longest, or a store error), so that answering it ahead
     /// never spills the scratch.
-    static func respHeldReplyRoom(_ command: RESPCommandName, _ argumentCount: Int) -> Int {
+    private static func respHeldReplyRoom(_ command: RESPCommandName, _ argumentCount: Int) -> Int {
         let values = switch command {
         case .exists: 0
         case .hmget: argumentCount - 2

@@ -64,11 +64,8 @@ final class SQLiteProfileReader: ProfileReader {
         buffer.lock.unlock()
         if cleared { return try body(nil) }
         try renewSnapshot(ifOlderThan: epoch)
-        let statement = lookupStatement
-        defer { statement.reset() }
-        try statement.bind(1, userId)
-        guard try statement.step() else { return try body(nil) }
-        return try body(ProfileRow(userId: userId, name: statement.text(0), portraitUri: statement.text(1)))
+        defer { lookupStatement.reset() }
+        return try body(try selectRow(userId))
     }
 
     /// The table's row for `userId`, for the write path, which has looked in the buffer
@@ -79,11 +76,16 @@ final class SQLiteProfileReader: ProfileReader {
     func lookupRow<R>(_ userId: UnsafeRawBufferPointer, epoch: Int, _ body: (ProfileRow?) -> R) throws(StoreError) -> R {
         if !inTransaction { try beginTransaction() }
         try renewSnapshot(ifOlderThan: epoch)
-        let statement = lookupStatement
-        defer { statement.reset() }
-        try statement.bind(1, userId)
-        guard try statement.step() else { return body(nil) }
-        return body(ProfileRow(userId: userId, name: statement.text(0), portraitUri: statement.text(1)))
+        defer { lookupStatement.reset() }
+        return body(try selectRow(userId))
+    }
+
+    /// The table's row for `userId`: views into SQLite's memory, valid until the caller resets
+    /// `lookupStatement`.
+    private func selectRow(_ userId: UnsafeRawBufferPointer) throws(StoreError) -> ProfileRow? {
+        try lookupStatement.bind(1, userId)
+        guard try lookupStatement.step() else { return nil }
+        return ProfileRow(userId: userId, name: lookupStatement.text(0), portraitUri: lookupStatement.text(1))
     }
 
     /// Makes the open transaction's snapshot at least as new as the drop epoch `epoch`.

@@ -116,7 +116,9 @@ final class WriteBuffer: @unchecked Sendable {
     /// from the live slots on the calling thread, without the lock, and swapped in under it.
     ///
     /// Only the write path's thread (or whoever opens the store) may call it, with the lock
-    /// not held: no other thread changes the index, so reading it unlocked is safe.
+    /// not held: no other thread changes the index table it reads unlocked. (`drop` may swap
+    /// in another table meanwhile, never smaller than `count` needs; the rebuilt one then
+    /// replaces it.)
     func prepareIndex(forAdding count: Int) {
         lock.lock()
         reservedSlots = count
