@@ -1,9 +1,10 @@
 import ProfileSystem
 
-/// SCAN's cursors: Redis clients read a cursor as an unsigned 64-bit number, and a scan in
-/// key order resumes after a key of up to 128 bytes, so each cursor handed out names the
-/// last key of its batch here. A scan may go on over any connection, as a client's pool
-/// hands them out.
+/// SCAN's cursors: a scan in key order resumes after a key of up to 128 bytes, so each cursor
+/// handed out names the last key of its batch here. A scan may go on over any connection, as a
+/// client's pool hands them out. Every cursor is at most 2^53 - 1: some clients keep a cursor
+/// as an IEEE double (node-redis, as a JavaScript number), which holds exactly only integers
+/// up to that, as Redis's cursors are in practice.
 ///
 /// The most recent `capacity` cursors are kept; an older one is unknown and gets
 /// `-ERR invalid cursor`, as does one from before a restart.
@@ -11,6 +12,8 @@ import ProfileSystem
 /// Thread-safe: every worker uses it, under its lock (SCAN is not on the hot path).
 final class ScanCursors: @unchecked Sendable {
     static let capacity = 65_536
+    /// The largest cursor handed out: the largest integer a double holds exactly.
+    static let largest: UInt64 = (1 << 53) - 1
     private let lock = ConditionLock()
     private var lastKeys: [UInt64: [UInt8]] = [:]
     /// Cursors in the order they were made, for dropping the oldest.
@@ -18,18 +21,19 @@ final class ScanCursors: @unchecked Sendable {
     private var oldest = 0
     private var next: UInt64
 
-    init() {
-        // Random high bits: a cursor from an earlier run of the server is never taken for one
-        // of this run's.
-        next = UInt64.random(in: 1 ... (1 << 62)) << 1
+    /// Starts at a random point of the cursor space, so that a cursor from an earlier run of
+    /// the server is almost never taken for one of this run's; `first` pins the point, for tests.
+    init(first: UInt64 = UInt64.random(in: 1 ... ScanCursors.largest)) {
+        precondition(first >= 1 && first <= Self.largest)
+        next = first - 1
     }
 
     /// A new cursor that resumes after `userId`.
     func cursor(after userId: UnsafeRawBufferPointer) -> UInt64 {
         lock.lock()
         defer { lock.unlock() }
-        next &+= 1
-        if next == 0 { next = 1 }
+        // 0 means "start" to clients, so the count wraps from the largest back to 1.
+        next = next == Self.largest ? 1 : next + 1
         let cursor = next
         lastKeys[cursor] = Array(userId)
         if order.count < Self.capacity {
