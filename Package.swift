@@ -45,7 +45,8 @@ let package = Package(
         // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
         .target(name: "RESPProtocol", dependencies: ["WireBytes"], swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
-        .target(name: "ProfileStore", dependencies: ["CSQLite", "CPrefetch", "CCRC32C", "ProfileSystem", "WireBytes"], swiftSettings: hotPath),
+        .target(name: "ProfileStore", dependencies: ["CSQLite", "CLinux", "CPrefetch", "CCRC32C", "ProfileSystem", "WireBytes"],
+                swiftSettings: hotPath),
         // One libpq connection with a deadline on every call, for stores shared by several nodes.
         .target(name: "ProfilePostgres", dependencies: ["CPostgres", "ProfileSystem"]),
         // The shared store: profiles in a PostgreSQL database several servers use at once.
@@ -69,11 +70,12 @@ let package = Package(
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol", "ProfileTestSupport"]),
         .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
-        .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore"]),
+        .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore", "CSQLite", "ProfileTestSupport"]),
         // Against the throw-away PostgreSQL that Scripts/test starts (PROFILED_TEST_POSTGRES).
         .testTarget(name: "ProfilePostgresTests", dependencies: ["ProfilePostgres", "ProfileSystem", "ProfileTestSupport"]),
         .testTarget(name: "ProfileServerTests",
-                    dependencies: ["ProfileServer", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileSystem", "CSQLite", "ProfileTestSupport"]),
+                    dependencies: ["ProfileServer", "ProfileCache", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileSystem", "CSQLite",
+                                   "ProfileTestSupport"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),
         .testTarget(name: "ProfileAdminTests", dependencies: ["ProfileAdmin", "ProfileClient", "ProfileStore", "ProfileTestSupport"]),
         .testTarget(name: "ProfileBenchTests", dependencies: ["ProfileBench", "ProfileClient", "ProfileTestSupport"]),
