@@ -232,6 +232,23 @@ import Testing
         try writes.close()
     }
 
+    /// A frame that is whole but whose bytes changed (one bit of a name) fails its CRC: it and
+    /// everything after it are dropped, as at a torn frame, and nothing of it is served.
+    @Test func reopeningStopsAtAWholeFrameWhoseChecksumFails() throws {
+        do { _ = try openStore(path) }
+        try writeSegment(number: 1, previousLength: 0, frames: [
+            (1, [(.put, "a", "A")]),
+            (2, [(.put, "b", "Bee"), (.put, "b2", "Bee2")]),
+            (4, [(.put, "c", "C")]),
+        ], flippingAByteOf: "Bee2")
+        let reader = try openStore(path).makeReader()
+        #expect(try reader.get("a")?.name == "A")
+        #expect(try reader.get("b") == nil)
+        #expect(try reader.get("b2") == nil)
+        #expect(try reader.get("c") == nil)
+        #expect(tableRows(path) == ["a": "A"])
+    }
+
     @Test func aSegmentAfterOneThatLostItsEndIsNotReplayed() throws {
         do { _ = try openStore(path) }
         let first = try writeSegment(number: 1, previousLength: 0, frames: [(1, [(.put, "kept", "1")]), (2, [(.put, "lost", "2")])],
@@ -412,6 +429,54 @@ import Testing
         try writes.close()
     }
 
+    /// A scan goes on page by page after the last id it gave, whether that id sits in the table,
+    /// in a sorted memtable or in the unsorted active one: every id once, in order, the `after`
+    /// id never again.
+    @Test func scanPagesContinueAcrossSortedMemtablesAndTheTable() throws {
+        let inTable = (0..<30).map { "t\($0 * 2)" }
+        do {
+            let store = try openStore(path)
+            let writes = try store.openWritePath()
+            try writes.commit(TestUnit(inTable.map { .put($0, "table", "") }))
+            try writes.close()
+        }
+        let store = try SQLiteProfileStore(path: path, busyTimeoutMilliseconds: 30_000, writeBufferBytes: 64 << 20)
+        let writes = try store.openWritePath()
+        defer { try? writes.close() }
+        let buffer = (writes as! SQLiteWritePath).buffer
+        // Another connection holds the write lock, so the merge that freezes the memtable waits
+        // and the sorter sorts it.
+        var blocker: OpaquePointer?
+        #expect(sqlite3_open(path, &blocker) == SQLITE_OK)
+        defer { sqlite3_close(blocker) }
+        #expect(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nil, nil, nil) == SQLITE_OK)
+        defer { sqlite3_exec(blocker, "ROLLBACK", nil, nil, nil) }
+        let inSorted = (0..<30).map { "t\($0 * 2 + 1)" } + ["t0"]
+        try writes.commit(TestUnit(inSorted.map { .put($0, "sorted", "") }))
+        #expect(eventually {
+            buffer.lock.lock()
+            defer { buffer.lock.unlock() }
+            return buffer.memtables.count == 1 && buffer.memtables[0].isFrozen && buffer.memtables[0].sortedLatest != nil
+        }, "the memtable was not frozen and sorted")
+        let inActive = ["t15a", "t3a", "t44a", "t1"]
+        try writes.commit(TestUnit(inActive.map { .put($0, "active", "") }))
+        let reader = try store.makeReader()
+        let everyId = Set(inTable + inSorted + inActive).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        for pageSize in [1, 2, 3, 7] {
+            var seen: [String] = []
+            var after = ""
+            while true {
+                let page = try reader.scan(after: after, limit: pageSize)
+                #expect(!page.contains(after), "a scan after \(after) gave it again")
+                seen += page
+                if page.count < pageSize { break }
+                after = page.last!
+                if seen.count > everyId.count { break }
+            }
+            #expect(seen == everyId, "pages of \(pageSize)")
+        }
+    }
+
     /// `recent` is built again once its rows pass four times the live profiles, but not by a
     /// merge that writes wait for (here the one a stop runs), which lets them reach eight times
     /// (`RecencyTable.needsRebuild`).
@@ -465,7 +530,7 @@ import Testing
     @discardableResult
     func writeSegment(number: UInt64, previousLength: Int,
                       frames: [(Int64, [(WriteLogFile.OperationKind, String, String)])],
-                      cutLastFrameShort: Bool = false) throws -> (fullLength: Int, Void) {
+                      cutLastFrameShort: Bool = false, flippingAByteOf flipped: String? = nil) throws -> (fullLength: Int, Void) {
         let file = try StoreFile(path: path, synchronous: .normal, busyTimeoutMilliseconds: 1000)
         let segment = WriteLogFile.segmentPath(of: path, number: number)
         var bytes = WriteLogFile.header(number: number, previousLength: previousLength)
@@ -485,6 +550,12 @@ import Testing
         _ = file
         let fullLength = bytes.count
         if cutLastFrameShort { bytes.removeLast(lastFrameLength / 2) }
+        if let flipped {
+            // One bit of the text's first byte: the frame stays whole and parses, only its CRC differs.
+            let text = Array(flipped.utf8)
+            let at = (0...bytes.count - text.count).first { Array(bytes[$0..<$0 + text.count]) == text }!
+            bytes[at] ^= 0x08
+        }
         write(bytes, to: segment)
         return (fullLength, ())
     }
