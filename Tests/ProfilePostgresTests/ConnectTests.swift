@@ -32,7 +32,7 @@ final class LoopbackSocket {
     deinit { close(descriptor) }
 }
 
-@Suite struct ConnectTests {
+@Suite(.enabled(if: testPostgresIsConfigured, Comment(rawValue: testPostgresAbsentReason))) struct ConnectTests {
     @Test func connectionsCarryTheirApplicationNameAndSpeakUTF8() throws {
         // A name in the string is overridden by the one the caller gives.
         let connection = try connect(testPostgresConninfo() + " application_name=other client_encoding=LATIN1",

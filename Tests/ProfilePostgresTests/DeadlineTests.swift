@@ -4,7 +4,7 @@ import ProfileSystem
 import ProfileTestSupport
 import Testing
 
-@Suite struct DeadlineTests {
+@Suite(.enabled(if: testPostgresIsConfigured, Comment(rawValue: testPostgresAbsentReason))) struct DeadlineTests {
     @Test func aSlowQueryTimesOutByItsDeadlineAndIsCancelled() throws {
         let connection = try connect()
         let start = monotonicNanos()

@@ -3,7 +3,7 @@ import ProfileSystem
 import ProfileTestSupport
 import Testing
 
-@Suite struct NotificationTests {
+@Suite(.enabled(if: testPostgresIsConfigured, Comment(rawValue: testPostgresAbsentReason))) struct NotificationTests {
     @Test func notificationsArriveInCommitOrderFromEveryConnection() throws {
         let channel = uniqueName("profiled_test_channel")
         let listener = try connect(applicationName: "profiled listen")

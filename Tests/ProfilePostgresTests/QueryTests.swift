@@ -2,7 +2,7 @@ import ProfilePostgres
 import ProfileTestSupport
 import Testing
 
-@Suite struct QueryTests {
+@Suite(.enabled(if: testPostgresIsConfigured, Comment(rawValue: testPostgresAbsentReason))) struct QueryTests {
     @Test func parametersAndValuesRoundTripAsText() throws {
         let connection = try connect()
         let result = try connection.query("SELECT $1::text, $2::text, $3::bigint, $4::text, $4::text IS NULL",

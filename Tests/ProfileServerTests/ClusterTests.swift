@@ -6,7 +6,7 @@ import Testing
 /// Several nodes over one PostgreSQL (docs/CLUSTER.md), against the throw-away PostgreSQL of
 /// Scripts/test: what a client can rely on, and what happens when the listener, the database
 /// or a node fails.
-@Suite(.serialized) struct ClusterTests {
+@Suite(.serialized, .enabled(if: testPostgresIsConfigured, Comment(rawValue: testPostgresAbsentReason))) struct ClusterTests {
     /// Starts `count` nodes sharing a fresh database.
     static func nodes(_ count: Int, _ extra: [String] = [], database: String? = nil) throws -> (String, [TestServer]) {
         let database = try database ?? makeTestDatabase()

@@ -1,5 +1,16 @@
 import Glibc
 
+/// Whether a throw-away PostgreSQL is there to test against (`PROFILED_TEST_POSTGRES` is set).
+/// The suites that need one are enabled by it, with `testPostgresAbsentReason` when they skip.
+public var testPostgresIsConfigured: Bool {
+    guard let value = getenv("PROFILED_TEST_POSTGRES") else { return false }
+    return value.pointee != 0
+}
+
+/// Why a suite that needs PostgreSQL was skipped.
+public let testPostgresAbsentReason =
+    "no PostgreSQL to test against: PROFILED_TEST_POSTGRES is not set (Scripts/test starts a throw-away one and sets it)"
+
 /// The connection string of the throw-away PostgreSQL that Scripts/test starts, from
 /// `PROFILED_TEST_POSTGRES` (`host=DIR port=N user=NAME dbname=postgres`): its superuser, on
 /// its socket.
