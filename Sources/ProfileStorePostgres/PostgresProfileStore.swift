@@ -31,7 +31,6 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
     private let cacheTrustedUntil = Atomic<Int>(0)
     private let rowCountSeen = Atomic<Int>(0)
     private let reachable = Atomic<Bool>(true)
-    private let lastProblem = Mutex<String?>(nil)
     private let statistics = Mutex(SharedStoreStatistics())
     private let stopping = Atomic<Bool>(false)
     private var threads: [pthread_t] = []
@@ -67,26 +66,27 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
         try PostgresConnection(conninfo: conninfo, applicationName: applicationName, deadline: deadline)
     }
 
-    /// A PostgreSQL failure as the server reports it: the reason for clients names the server's
-    /// complaint, never a file, a password or a row; the log gets the whole description.
+    /// A PostgreSQL failure as the server reports it. The reason for clients says what failed
+    /// and, for a refused statement, its SQLSTATE; it never names the server's address, the
+    /// database, a user or a row, which only the log gets (`error.description`).
     func storeError(_ error: PostgresError) -> StoreError {
-        let kind: StoreError.Kind
         switch error.kind {
-        case .connect, .connectionLost, .timeout: kind = .unreachable
-        case .server: kind = .other
+        case .connect, .connectionLost, .timeout:
+            return StoreError(kind: .unreachable, resultCode: 0, message: error.description, path: description,
+                              clientReason: Self.unreachable)
+        case .server(let sqlstate):
+            return StoreError(kind: .other, resultCode: 0, message: error.description, path: description,
+                              clientReason: "the shared store refused the statement (SQLSTATE \(sqlstate))")
         }
-        let reason = kind == .unreachable ? "the shared store cannot be reached: \(error.message)"
-            : "the shared store refused the statement: \(error.message)"
-        return StoreError(kind: kind, resultCode: 0, message: error.description, path: description, clientReason: reason)
     }
+
+    /// What clients and /healthz are told while PostgreSQL cannot be reached.
+    static let unreachable = "the shared store cannot be reached"
 
     /// Records whether PostgreSQL answered; a change is logged once.
     func noteReachable(_ ok: Bool, _ problem: String? = nil) {
         let was = reachable.exchange(ok, ordering: .relaxed)
-        if !ok {
-            lastProblem.withLock { $0 = problem }
-            if was { warn("PostgreSQL cannot be reached; retrying", problem ?? "") }
-        }
+        if !ok && was { warn("PostgreSQL cannot be reached; retrying", problem ?? "") }
     }
 
     func countReconnect() { statistics.withLock { $0.reconnects += 1 } }
@@ -116,7 +116,7 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
     }
 
     public var unreachableReason: String? {
-        reachable.load(ordering: .relaxed) ? nil : "the shared store cannot be reached: \(lastProblem.withLock { $0 } ?? "")"
+        reachable.load(ordering: .relaxed) ? nil : Self.unreachable
     }
 
     public var sharedStatistics: SharedStoreStatistics { statistics.withLock { $0 } }

@@ -24,7 +24,7 @@ final class PostgresReader: SharedProfileReader {
         let now = monotonicNanos()
         guard now - lastFailedConnect > 100_000_000 || lastFailedConnect == 0 else {
             throw StoreError(kind: .unreachable, resultCode: 0, message: "PostgreSQL at \(store.description) cannot be reached",
-                             path: store.description, clientReason: store.unreachableReason ?? "the shared store cannot be reached")
+                             path: store.description, clientReason: PostgresProfileStore.unreachable)
         }
         do {
             let opened = try store.connect("profiled", deadline: now + PostgresProfileStore.statementNanos)

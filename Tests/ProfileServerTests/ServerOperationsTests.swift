@@ -257,12 +257,20 @@ func metricsPort(_ log: String) throws -> UInt16 {
 
 /// A plain HTTP/1.0 GET; returns the status code.
 func httpStatus(port: UInt16, path: String) throws -> Int {
+    try httpGet(port: port, path: path).status
+}
+
+/// A plain HTTP/1.0 GET; returns the status code and the body.
+func httpGet(port: UInt16, path: String) throws -> (status: Int, body: String) {
     let c = try ProfileConnection(.tcp(host: "127.0.0.1", port: port))
     c.sendRaw(Array("GET \(path) HTTP/1.0\r\n\r\n".utf8))
     try c.flush()
     let status = try c.line().split(separator: " ")
     guard status.count >= 2, let code = Int(status[1]) else { throw TestFailure("bad status line") }
-    return code
+    while try !["", "\r"].contains(c.line()) {}
+    var body = ""
+    while let line = try? c.line() { body += line + "\n" }
+    return (code, body)
 }
 
 func waitFor(_ condition: () -> Bool) throws {
