@@ -114,7 +114,10 @@ public enum Exporter {
                 }
                 try out.flushIfFull()
                 count += rows
-                guard rows == storePage else { return count }
+                guard rows == storePage else {
+                    store.removeLockFile()
+                    return count
+                }
                 after = last
             }
         } catch let error as AdminError {

@@ -147,9 +147,11 @@ final class StoreSink: ImportSink {
         written += rows
     }
 
-    /// Copies the log into the database file, so the import leaves one file.
+    /// Copies the log into the database file and removes the lock file, so the import leaves
+    /// one file.
     func finish() throws {
         try writer.checkpoint()
+        store.removeLockFile()
     }
 }
 

@@ -84,6 +84,13 @@ public final class SQLiteProfileStore: LocalProfileStore {
         for number in replayed.segments { unlink(WriteLogFile.segmentPath(of: file.path, number: number)) }
     }
 
+    /// Removes the `.lock` file beside the store at the end of a clean run of an offline tool
+    /// (after an import's last checkpoint, or an export's last read); the lock itself is held
+    /// until the store is gone. A write path removes it when it closes cleanly.
+    public func removeLockFile() {
+        file.removeLockFile()
+    }
+
     public func makeReader() throws -> any ProfileReader {
         try SQLiteProfileReader(file: file, buffer: buffer)
     }

@@ -101,6 +101,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         }
         log.closeAndRemoveAll()
         try merger.checkpoint()
+        file.removeLockFile()
     }
 
     // MARK: Committing

@@ -33,34 +33,50 @@ final class StoreFile: Sendable {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         try makeDirectories(parentOf: path, databasePath: path)
         let lockPath = Self.lockPath(of: path)
-        var descriptor = open(lockPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        createdLockFile = descriptor >= 0
-        if descriptor < 0 && errno == EEXIST {
-            descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        }
-        guard descriptor >= 0 else {
-            throw cannotOpen("cannot open the lock file \(lockPath)", errno: errno, path: path)
-        }
-        // A lock just released can linger for a moment: a process being started elsewhere
-        // holds a copy of every descriptor until its exec closes them. So a busy lock is
-        // tried again for a quarter of a second before it counts as held.
+        // A store that stops cleanly removes its lock file while still holding the lock, so a
+        // lock won on a file that is no longer at `lockPath` is no lock at all: open again.
         var attempts = 0
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            let error = errno
-            if error == EINTR { continue }
-            if error == EWOULDBLOCK && attempts < 50 {
-                attempts += 1
-                usleep(5_000)
-                continue
+        while true {
+            var descriptor = open(lockPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            let created = descriptor >= 0
+            if descriptor < 0 && errno == EEXIST {
+                descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            }
+            guard descriptor >= 0 else {
+                throw cannotOpen("cannot open the lock file \(lockPath)", errno: errno, path: path)
+            }
+            // A lock just released can linger for a moment: a process being started elsewhere
+            // holds a copy of every descriptor until its exec closes them. So a busy lock is
+            // tried again for a quarter of a second before it counts as held.
+            while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+                let error = errno
+                if error == EINTR { continue }
+                if error == EWOULDBLOCK && attempts < 50 {
+                    attempts += 1
+                    usleep(5_000)
+                    continue
+                }
+                close(descriptor)
+                if error == EWOULDBLOCK {
+                    throw StoreError(kind: .locked, resultCode: SQLITE_BUSY,
+                                     message: "\(lockPath) is locked", path: path)
+                }
+                throw cannotOpen("cannot lock \(lockPath)", errno: error, path: path)
+            }
+            var held = stat(), named = stat()
+            if fstat(descriptor, &held) == 0 && stat(lockPath, &named) == 0
+                && held.st_dev == named.st_dev && held.st_ino == named.st_ino {
+                lockDescriptor = descriptor
+                createdLockFile = created
+                return
             }
             close(descriptor)
-            if error == EWOULDBLOCK {
+            attempts += 1
+            guard attempts < 50 else {
                 throw StoreError(kind: .locked, resultCode: SQLITE_BUSY,
-                                 message: "\(lockPath) is locked", path: path)
+                                 message: "\(lockPath) kept being replaced while it was being locked", path: path)
             }
-            throw cannotOpen("cannot lock \(lockPath)", errno: error, path: path)
         }
-        lockDescriptor = descriptor
     }
 
     deinit {
@@ -71,6 +87,13 @@ final class StoreFile: Sendable {
     /// leaves as it found it. The lock is still held, so no other store is using the name.
     func removeCreatedLockFile() {
         if createdLockFile { unlink(Self.lockPath(of: path)) }
+    }
+
+    /// Removes `<path>.lock` at the end of a clean run, while the lock is still held: nothing
+    /// is left beside the store but the store. A store that opened the file before it went
+    /// finds it gone once it wins the lock, and opens a new one.
+    func removeLockFile() {
+        unlink(Self.lockPath(of: path))
     }
 
     static func lockPath(of path: String) -> String { path + ".lock" }

@@ -81,6 +81,7 @@ import Testing
         let exported = try profilectl(["export", "--db", store])
         #expect(exported.status == 0, "\(exported.stderr)")
         #expect(exported.stdout.split(separator: "\n").count == 10)
+        #expect(access(store + ".lock", F_OK) != 0, "the export left the store's lock file")
     }
 }
 

@@ -34,6 +34,7 @@ import Testing
         let run = try profilectl(["import", path, "--db", store])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("read \(rows + 4), written \(rows + 4), rejected 0"))
+        #expect(access(store + ".lock", F_OK) != 0, "the import left its lock file")
         #expect(try inspect(store) == (true, "ok", Int64(rows + 1)))
         #expect(try recent(store, 5) == ["u7 last", "zz new", "u3 again", "u\(rows - 1) Name \(rows - 1)",
                                          "u\(rows - 2) Name \(rows - 2)"])

@@ -55,6 +55,25 @@ import Testing
         #expect(access(path + ".lock", F_OK) != 0, "a lock file was left beside it")
     }
 
+    /// The lock file marks a running server: a clean stop removes it; a killed server leaves
+    /// it, and the next start takes it over.
+    @Test func aCleanStopRemovesTheLockFileAndAKilledServerLeavesIt() throws {
+        let server = try TestServer()
+        let lock = server.databasePath + ".lock"
+        #expect(access(lock, F_OK) == 0)
+        #expect(try server.connect().roundTrip("SET a n u\n") == "STORED")
+        #expect(server.stop(signal: SIGTERM) == 0)
+        #expect(access(lock, F_OK) != 0, "a clean stop left the lock file")
+        try server.start()
+        #expect(try server.connect().roundTrip("GET a\n") == "VALUE a n u")
+        _ = server.stop(signal: SIGKILL)
+        #expect(access(lock, F_OK) == 0)
+        try server.start()
+        #expect(try server.connect().roundTrip("GET a\n") == "VALUE a n u")
+        let (status, output) = try runToCompletion(executable("profiled"), ["--port", "0", "--db", server.databasePath])
+        #expect(status != 0, "a second server took a store the first holds: \(output)")
+    }
+
     @Test func aSecondServerOnTheSameStoreIsRefused() throws {
         let first = try TestServer()
         let (status, output) = try runToCompletion(executable("profiled"), ["--port", "0", "--db", first.databasePath])

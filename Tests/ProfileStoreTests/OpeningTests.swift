@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import ProfileTestSupport
 import Testing
 @_spi(Testing) @testable import ProfileStore
 
@@ -195,6 +196,31 @@ import Testing
 
         let second = try openStore(path)
         #expect(try second.makeReader().count() == 0)
+    }
+
+    /// A clean close removes the lock file while still holding the lock. A store that opened
+    /// the old file meanwhile wins a lock on a file that is gone, sees so, and locks a new one:
+    /// a third open is then refused, as for any held store.
+    @Test func aLockFileRemovedAtACleanCloseIsNoLockForAnOpenWaitingOnIt() throws {
+        let path = directory.file("profiles.sqlite3")
+        nonisolated(unsafe) var first: SQLiteProfileStore? = try openStore(path)
+        nonisolated(unsafe) var second: SQLiteProfileStore? = nil
+        onThreads(2) { role in
+            if role == 0 {
+                // Retries the busy lock for a quarter of a second.
+                second = try? openStore(path)
+            } else {
+                // A tenth of a second into those retries, the first closes cleanly.
+                usleep(100_000)
+                first?.removeLockFile()
+                first = nil
+            }
+        }
+        #expect(second != nil, "the waiting open did not get the store")
+        #expect(access(path + ".lock", F_OK) == 0)
+        let error = #expect(throws: StoreError.self) { _ = try openStore(path) }
+        #expect(error?.kind == .locked)
+        withExtendedLifetime(second) {}
     }
 
     @Test func theLockFollowsTheFileNotTheSpelling() throws {
