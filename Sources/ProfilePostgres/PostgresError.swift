@@ -1,5 +1,6 @@
-/// Why a PostgreSQL call failed, printable as one sentence that names the server (address,
-/// database, user) but never a password.
+/// Why a PostgreSQL call failed, printable as one phrase (lower case, no closing period, as
+/// profiled's other messages) that names the server (address, database, user) but never a
+/// password.
 ///
 /// Threading: a plain value; any thread.
 public struct PostgresError: Error, CustomStringConvertible, Sendable {
@@ -43,15 +44,15 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     public var description: String {
         switch kind {
         case .connect where server.isEmpty:
-            "The PostgreSQL connection string is not valid: \(message)."
+            "the PostgreSQL connection string is not valid: \(message)"
         case .connect:
-            "Cannot connect to PostgreSQL at \(server): \(message)."
+            "cannot connect to PostgreSQL at \(server): \(message)"
         case .connectionLost:
-            "Lost the connection to PostgreSQL at \(server): \(message)."
+            "lost the connection to PostgreSQL at \(server): \(message)"
         case .timeout:
-            "PostgreSQL at \(server) did not answer before the deadline: \(message)."
+            "PostgreSQL at \(server) did not answer before the deadline: \(message)"
         case .server(let sqlstate):
-            "PostgreSQL at \(server) refused the statement: \(message) (SQLSTATE \(sqlstate))."
+            "PostgreSQL at \(server) refused the statement: \(message) (SQLSTATE \(sqlstate))"
         }
     }
 }

@@ -95,30 +95,44 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         }
     }
 
+    /// One phrase for the operator (lower case, no closing period, as profiled's other
+    /// messages): the path, what happened, SQLite's message and code, and the head of the
+    /// statement that failed (a batch's statement runs to hundreds of placeholders).
     public var description: String {
         let cause = "\(message) (SQLite code \(resultCode))"
-        let statement = sql.map { " while running `\($0)`" } ?? ""
+        let statement = sql.map { " while running \(Self.head(ofStatement: $0))" } ?? ""
         switch kind {
         case .locked:
-            return "\(path) is in use by another process (is profiled running?)."
+            return "\(path) is in use by another process (is profiled running?)"
         case .notADatabase:
-            return "\(path) is not a profiled database: \(message)."
+            return "\(path) is not a profiled database: \(message)"
         case .newerSchema:
-            return "\(path) was written by a newer profiled: \(message)."
+            return "\(path) was written by a newer profiled: \(message)"
         case .corrupt:
-            return "\(path) is damaged or truncated: \(cause)\(statement)."
+            return "\(path) is damaged or truncated: \(cause)\(statement)"
         case .busy:
-            return "\(path) stayed locked past the busy timeout: \(cause)\(statement)."
+            return "\(path) stayed locked past the busy timeout: \(cause)\(statement)"
         case .full:
-            return "The disk or database at \(path) is full: \(cause)\(statement)."
+            return "the disk or database at \(path) is full: \(cause)\(statement)"
         case .io:
-            return "Reading or writing \(path) failed: \(cause)\(statement)."
+            return "reading or writing \(path) failed: \(cause)\(statement)"
         case .interrupted:
-            return "Work on \(path) was abandoned before it changed anything: \(cause)\(statement)."
+            return "work on \(path) was abandoned before it changed anything: \(cause)\(statement)"
         case .unreachable, .outcomeUnknown:
             return message
         case .other:
-            return "The store at \(path) failed: \(cause)\(statement)."
+            return "the store at \(path) failed: \(cause)\(statement)"
         }
+    }
+
+    /// A statement's first words, up to its column or value list or its clauses (at most six):
+    /// `INSERT INTO profiles`, `DELETE FROM profiles`.
+    static func head(ofStatement sql: String) -> String {
+        var words: [Substring] = []
+        for word in sql.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }) {
+            if word.hasPrefix("(") || ["VALUES", "WHERE", "SET"].contains(word.uppercased()) || words.count == 6 { break }
+            words.append(word.hasSuffix(";") ? word.dropLast() : word)
+        }
+        return words.joined(separator: " ")
     }
 }

@@ -56,8 +56,8 @@ final class LoopbackSocket {
                                    deadline: deadline(5000))
         })
         #expect(error.kind == .connect)
-        #expect(error.description == "Cannot connect to PostgreSQL at 127.0.0.1:\(port) (database postgres, user \(role)): "
-                + "password authentication failed for user \"\(role)\".")
+        #expect(error.description == "cannot connect to PostgreSQL at 127.0.0.1:\(port) (database postgres, user \(role)): "
+                + "password authentication failed for user \"\(role)\"")
         #expect(!error.description.contains("wrong-Secret-7"))
         // The same role with its password gets in: it was the password that failed.
         let connection = try connect(server + " password=right-Password-1")
@@ -74,7 +74,7 @@ final class LoopbackSocket {
             })
             #expect(millisecondsSince(start) < 2000)
             #expect(error.kind == .connect)
-            #expect(error.description.hasPrefix("Cannot connect to PostgreSQL at 127.0.0.1:\(closed.port) "
+            #expect(error.description.hasPrefix("cannot connect to PostgreSQL at 127.0.0.1:\(closed.port) "
                                                 + "(database profiles, user profiled): Connection refused"))
             #expect(!error.description.contains("Secret-7"))
         }
@@ -90,8 +90,8 @@ final class LoopbackSocket {
         let elapsed = millisecondsSince(start)
         #expect(elapsed >= 190 && elapsed < 1500, "took \(elapsed) ms")
         #expect(error.kind == .connect)
-        #expect(error.description.hasPrefix("Cannot connect to PostgreSQL at 127.0.0.1:\(silent.port) (database profiled, "))
-        #expect(error.description.hasSuffix("no answer before the deadline."))
+        #expect(error.description.hasPrefix("cannot connect to PostgreSQL at 127.0.0.1:\(silent.port) (database profiled, "))
+        #expect(error.description.hasSuffix("no answer before the deadline"))
         #expect(!error.description.contains("Secret-7"))
     }
 
@@ -110,7 +110,7 @@ final class LoopbackSocket {
         })
         #expect(error.kind == .connect)
         #expect(error.server == "")
-        #expect(error.description.hasPrefix("The PostgreSQL connection string is not valid: "))
+        #expect(error.description.hasPrefix("the PostgreSQL connection string is not valid: "))
         #expect(!error.description.contains("Secret-7"))
     }
 
@@ -121,7 +121,7 @@ final class LoopbackSocket {
         })
         #expect(error.kind == .connect)
         #expect(error.description.hasSuffix("(database no_such_database, user \(try connect().text("SELECT current_user")!)): "
-                                            + "database \"no_such_database\" does not exist."))
+                                            + "database \"no_such_database\" does not exist"))
         #expect(error.description.contains("socket /"))
     }
 }

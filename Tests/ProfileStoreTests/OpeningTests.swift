@@ -187,7 +187,7 @@ import Testing
 
         let error = #expect(throws: StoreError.self) { _ = try openStore(path) }
         #expect(error?.kind == .locked)
-        #expect(error?.description == "\(path) is in use by another process (is profiled running?).")
+        #expect(error?.description == "\(path) is in use by another process (is profiled running?)")
 
         first = nil
         #expect(throws: StoreError.self, "a reader keeps the lock") { _ = try openStore(path) }
