@@ -60,7 +60,7 @@ let package = Package(
         .target(name: "ProfileAdmin", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileProtocol"]),
         .target(name: "ProfileBench", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileProtocol"]),
 
-        .executableTarget(name: "profiled", dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore"]),
+        .executableTarget(name: "profiled", dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore", "ProfileStorePostgres"]),
         .executableTarget(name: "profilectl", dependencies: ["ProfileAdmin"]),
         .executableTarget(name: "profilebench", dependencies: ["ProfileBench"]),
 

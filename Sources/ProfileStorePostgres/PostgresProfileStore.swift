@@ -43,6 +43,29 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
         self.conninfo = conninfo
         leaseNanos = leaseMilliseconds * 1_000_000
         self.warn = warn
+        let connection = try Self.connectAndPrepareSchema(conninfo: conninfo, connectSeconds: connectSeconds)
+        defer { connection.close() }
+        description = connection.server
+        do {
+            let count = try connection.query("SELECT count(*) FROM profiles", deadline: monotonicNanos() + Self.statementNanos)
+            rowCountSeen.store(count.int(0, 0) ?? 0, ordering: .relaxed)
+        } catch {
+            throw PostgresStartupError("cannot count the profiles: \(error)")
+        }
+    }
+
+    /// Creates the schema in the database at `conninfo`, or brings it up to date, as the first
+    /// node would, and returns the server as `host:port (database D, user U)`; for
+    /// `profiled --init-schema`, which an owner of the schema runs once before the nodes start.
+    /// - Throws: one sentence for the operator, naming the server but no password.
+    public static func prepareSchema(conninfo: String, connectSeconds: Int = 10) throws(PostgresStartupError) -> String {
+        let connection = try connectAndPrepareSchema(conninfo: conninfo, connectSeconds: connectSeconds)
+        defer { connection.close() }
+        return connection.server
+    }
+
+    private static func connectAndPrepareSchema(conninfo: String, connectSeconds: Int) throws(PostgresStartupError)
+        -> PostgresConnection {
         let connection: PostgresConnection
         do {
             connection = try PostgresConnection(conninfo: conninfo, applicationName: "profiled",
@@ -50,15 +73,13 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
         } catch {
             throw PostgresStartupError(error.description)
         }
-        defer { connection.close() }
-        description = connection.server
-        try PostgresSchema.prepare(connection, deadline: monotonicNanos() + connectSeconds * 1_000_000_000)
         do {
-            let count = try connection.query("SELECT count(*) FROM profiles", deadline: monotonicNanos() + Self.statementNanos)
-            rowCountSeen.store(count.int(0, 0) ?? 0, ordering: .relaxed)
+            try PostgresSchema.prepare(connection, deadline: monotonicNanos() + connectSeconds * 1_000_000_000)
         } catch {
-            throw PostgresStartupError("cannot count the profiles: \(error)")
+            connection.close()
+            throw error
         }
+        return connection
     }
 
     /// A new connection for one of the store's owners, by the deadline.

@@ -21,13 +21,16 @@ usage: profiled [options]
                            store file (libpq connection string or URI; not with --db)
   --lease-ms N             how stale another node's write may look here, at most, with
                            --postgres (50 to 60000, default 1000)
+  --init-schema            with --postgres: create (or bring up to date) the profiled schema
+                           in that database, then exit 0 without serving
   --write-buffer-mb N      memory for writes not yet merged into the store's table, in MiB
                            (default 256); writes slow down past half of it
   --threads N              worker threads (default: one per core)
   --tokens FILE            require AUTH; FILE holds '<role> <token>' lines (roles: read, write, admin)
   --max-connections N      TCP and Unix together (default 10000)
   --max-line BYTES         longest request line, LF included (default 65536)
-  --sync normal|full       SQLite synchronous mode (default normal)
+  --sync normal|full       when the write log is synced to disk: normal, once a second;
+                           full, before every commit's reply (default normal)
   --allow-insecure-bind    allow a non-loopback --host or --metrics without --tokens
   --metrics HOST:PORT      serve /metrics (Prometheus) and /healthz over HTTP (default off)
   --log-level LEVEL        error, warn, info or debug (default info)
@@ -42,6 +45,8 @@ struct UsageError: Error {
 
 enum Parsed {
     case run(ServerConfiguration, LogLevel)
+    /// `--init-schema`: prepare the schema in this PostgreSQL database, then exit.
+    case initSchema(conninfo: String)
     case help
     case version
 }
@@ -157,6 +162,7 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
     var settings = Settings()
     var given: Set<String> = []
     var configPath: String? = nil
+    var initSchema = false
     var reader = FlagReader(arguments, error: UsageError.init(message:))
     while let flag = reader.nextFlag() {
         switch flag.spelling {
@@ -166,6 +172,12 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
         }
         guard flag.spelling.hasPrefix("--") else { throw UsageError(message: "unexpected argument '\(flag.spelling)'") }
         let name = flag.name
+        // An action, not a setting: the config file has no key for it.
+        if name == "init-schema" {
+            try reader.refuseValue(of: flag)
+            initSchema = true
+            continue
+        }
         guard name == "config" || Settings.names.contains(name) else { throw UsageError(message: "unknown flag '\(flag.spelling)'") }
         let value: String
         if Settings.switches.contains(name) {
@@ -188,6 +200,12 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
     if let configPath { try settings.applyConfigFile(configPath, skipping: given) }
     if settings.configuration.postgres != nil && settings.configuration.databasePath != nil {
         throw UsageError(message: "--postgres and --db name two different stores: give one of them")
+    }
+    if initSchema {
+        guard let conninfo = settings.configuration.postgres else {
+            throw UsageError(message: "--init-schema prepares a PostgreSQL database: give --postgres (or postgres in the config file)")
+        }
+        return .initSchema(conninfo: conninfo)
     }
     // Protected mode refuses a combination of flags, so it is a usage error like any other.
     if let problem = settings.configuration.insecureBindProblem { throw UsageError(message: problem) }

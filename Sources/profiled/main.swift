@@ -1,5 +1,6 @@
 import Glibc
 import ProfileServer
+import ProfileStorePostgres
 
 func fail(_ line: String, code: Int32) -> Never {
     var bytes = Array((line + "\n").utf8)
@@ -19,6 +20,13 @@ case .help:
     print(usage)
 case .version:
     print(version)
+case .initSchema(let conninfo):
+    do {
+        let server = try PostgresProfileStore.prepareSchema(conninfo: conninfo)
+        print("profiled: the profiled schema is ready in PostgreSQL at \(server)")
+    } catch {
+        fail("profiled: \(error.description)", code: 1)
+    }
 case .run(let configuration, let logLevel):
     Log.level = logLevel
     let server: Server

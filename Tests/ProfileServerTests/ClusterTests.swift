@@ -262,7 +262,7 @@ import Testing
 
         let unreachable = try start(["--postgres", "host=127.0.0.1 port=\(try freeLoopbackPort()) user=postgres dbname=x"])
         #expect(unreachable.status == 1)
-        #expect(unreachable.output.contains("Cannot connect to PostgreSQL at 127.0.0.1"), "\(unreachable.output)")
+        #expect(unreachable.output.contains("cannot connect to PostgreSQL at 127.0.0.1"), "\(unreachable.output)")
 
         let malformed = try start(["--postgres", "host=/x port=notaport password=secret-word"])
         #expect(malformed.status == 1)
@@ -293,6 +293,46 @@ import Testing
         let tooNew = try start(["--postgres", newer])
         #expect(tooNew.status == 1)
         #expect(tooNew.output.contains("version 99, newer than this profiled's"), "\(tooNew.output)")
+    }
+
+    /// `--init-schema` prepares a database once, as its owner, and exits; a node whose role has
+    /// only the privileges Deploy/README.md grants then serves from it. Without them, the
+    /// node's start says PostgreSQL's reason.
+    @Test func initSchemaPreparesADatabaseForLeastPrivilegeNodes() throws {
+        let server = try testPostgresConninfo()
+        let database = try makeTestDatabase()
+        let initialize = { try runToCompletion(executable("profiled"), ["--postgres", database, "--init-schema"]) }
+        for _ in 0..<2 {
+            let run = try initialize()
+            #expect(run.status == 0, "\(run.output)")
+            #expect(run.output.hasPrefix("profiled: the profiled schema is ready in PostgreSQL at "), "\(run.output)")
+            #expect(run.output.split(separator: "\n").count == 1, "\(run.output)")
+        }
+        #expect(try psql(database, "SELECT count(*) FROM pg_tables WHERE tablename IN ('profiles', 'profiled_schema')") == "2")
+
+        let role = "node_\(getpid())_\(UInt32.random(in: 0...UInt32.max))"
+        try psql(database, "CREATE ROLE \(role) LOGIN PASSWORD 'node-secret'")
+        let port = server.split(separator: " ").first { $0.hasPrefix("port=") }!.dropFirst(5)
+        let name = database.split(separator: " ").last { $0.hasPrefix("dbname=") }!.dropFirst(7)
+        let asNode = "host=127.0.0.1 port=\(port) user=\(role) password=node-secret dbname=\(name)"
+        let refused = try runToCompletion(executable("profiled"), ["--port", "0", "--postgres", asNode])
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("permission denied for table profiled_schema"), "\(refused.output)")
+        #expect(!refused.output.contains("node-secret"))
+
+        try psql(database, """
+            GRANT USAGE ON SCHEMA public TO \(role);
+            GRANT SELECT ON profiled_schema TO \(role);
+            GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON profiles TO \(role);
+            GRANT USAGE ON SEQUENCE profiles_seq TO \(role);
+            """)
+        let node = try TestServer(["--postgres", asNode])
+        let client = try node.connect()
+        #expect(try client.roundTrip("SET 42 Ann u\n") == "STORED")
+        #expect(try client.roundTrip("RECENT 1\n") == "VALUE 42 Ann u")
+        #expect(try client.line() == "END")
+        #expect(try client.roundTrip("FLUSHALL\n") == "OK")
+        #expect(try client.roundTrip("COUNT\n") == "COUNT 0")
     }
 
     /// A node commits on four connections of its own, and each client connection's writes

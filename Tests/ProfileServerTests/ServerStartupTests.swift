@@ -8,7 +8,8 @@ import Testing
     @Test func badFlagsGetOneUsageLineAndExit64() throws {
         for args in [["--bogus"], ["--port"], ["--port", "70000"], ["--cache-mb", "x"], ["--sync", "sometimes"],
                      ["--threads", "0"], ["stray"], ["--allow-insecure-bind=yes"], ["--max-line", "-1"],
-                     ["--tokens", "--allow-insecure-bind"]] {
+                     ["--tokens", "--allow-insecure-bind"], ["--init-schema"], ["--init-schema=yes"],
+                     ["--db", "p.sqlite3", "--init-schema"]] {
             let (status, output) = try runToCompletion(executable("profiled"), args)
             #expect(status == 64, "\(args)")
             #expect(output.split(separator: "\n").count == 1, "\(args): \(output)")
