@@ -15,6 +15,7 @@ struct CommandSpec {
     var arguments: ClosedRange<Int>
 
     static let connectionFlags: Set<String> = ["host", "port", "unix", "token"]
+    static let connectionUsage = "[--host HOST] [--port PORT | --unix PATH] [--token TOKEN]"
     static let connectionHelp = """
           --host HOST         server address (default 127.0.0.1)
           --port PORT         server port (default 7711)
@@ -96,8 +97,14 @@ struct CommandSpec {
         all.first { $0.name == name }
     }
 
+    /// The usage with every flag the command takes, connection flags included: what a bad
+    /// command line is answered with.
+    var fullUsage: String {
+        usage + (switches.contains("json") ? " [--json]" : "") + " " + Self.connectionUsage
+    }
+
     var help: String {
-        "usage: \(usage) [options]\n\n\(summary.prefix(1).uppercased() + summary.dropFirst()).\n\n\(details)"
+        "usage: \(fullUsage)\n\n\(summary.prefix(1).uppercased() + summary.dropFirst()).\n\n\(details)"
     }
 
     static var overview: String {

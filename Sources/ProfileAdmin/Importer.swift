@@ -75,10 +75,12 @@ public enum Importer {
         var inputs: [(name: String, input: FileInput, format: FileFormat)] = []
         do {
             for path in options.files {
+                // Opened first: a file that is not there is that, whatever its name says.
+                let input = try FileInput(path: path)
                 guard let format = options.format ?? FileFormat(fileName: path) else {
                     throw AdminError.usage("cannot tell the format of \(path); name it with --format csv|jsonl")
                 }
-                inputs.append((path == "-" ? "stdin" : path, try FileInput(path: path), format))
+                inputs.append((path == "-" ? "stdin" : path, input, format))
             }
         } catch let error as AdminError {
             throw error

@@ -41,7 +41,7 @@ public enum ProfileCtl {
         } catch {
             switch error {
             case .usage(let message):
-                return usageFailure(message, usage: spec.usage)
+                return usageFailure(message, usage: spec.fullUsage)
             case .server(let code, let message):
                 writeStandardError("profilectl: ERROR \(code) \(message)\n")
                 return spec.name == "import" || spec.name == "export" ? 2 : 1
@@ -70,7 +70,9 @@ public enum ProfileCtl {
                 }
                 format = named
             }
-            for file in parsed.arguments where format == nil && FileFormat(fileName: file) == nil {
+            // A file that is not there is reported as such when the import opens it (exit 2).
+            for file in parsed.arguments where format == nil && FileFormat(fileName: file) == nil
+                && (file == "-" || access(file, F_OK) == 0) {
                 throw AdminError.usage(file == "-" ? "reading standard input needs --format csv|jsonl"
                                        : "cannot tell the format of \(file); name it with --format csv|jsonl")
             }

@@ -36,7 +36,10 @@ import Testing
     }
 
     @Test func badFlagsAreOneUsageLineAndExit64() throws {
-        for args in [["import"], ["import", "x.txt"], ["import", "-"], ["import", "a.csv", "--batch", "0"],
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let unnamedFormat = file(directory, "profiles.txt", "userId,name,portraitUri\n")
+        for args in [["import"], ["import", unnamedFormat], ["import", "-"], ["import", "a.csv", "--batch", "0"],
                      ["import", "a.csv", "--frob"], ["get"], ["set", "1", "2"], ["recent", "0"], ["frob"],
                      ["scan", "--limit", "1001"], ["update", "1"], ["count", "--port", "http"],
                      ["import", "x.csv", "--db", "--strict"], ["get", "--host", "--json", "1"],
@@ -52,6 +55,20 @@ import Testing
         #expect(swallowed.stderr.hasPrefix("profilectl: --db needs a value, not the flag --strict"), "\(swallowed.stderr)")
         #expect(try profilectl(["export", "--db", "s.db", "--unix", "/run/p.sock"]).stderr
             .hasPrefix("profilectl: --db opens the store file without a server, so --unix has no use with it"))
+        // Every command's usage line names the connection flags, which every command takes.
+        for command in ["import", "export", "get", "set", "update", "del", "exists", "count", "recent", "scan",
+                        "stats", "ping", "flushall"] {
+            let run = try profilectl([command, "--unix", "/run/p.sock", "--port", "7711"])
+            #expect(run.status == 64, "\(command)")
+            #expect(run.stderr.hasSuffix(" [--host HOST] [--port PORT | --unix PATH] [--token TOKEN]\n"), "\(command): \(run.stderr)")
+        }
+        #expect(try profilectl(["get", "42", "--unix", "/run/p.sock", "--port", "7711"]).stderr
+                == "profilectl: --unix connects to a socket, so --port has no use with it; usage: profilectl get ID... [--json] "
+                + "[--host HOST] [--port PORT | --unix PATH] [--token TOKEN]\n")
+        // A file that is not there is named as such, whatever its extension.
+        let missing = try profilectl(["import", "no-such-file.txt"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr == "profilectl: cannot open no-such-file.txt: No such file or directory\n", "\(missing.stderr)")
         let help = try profilectl(["help", "import"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("usage: profilectl import FILE..."))
