@@ -5,7 +5,7 @@ import Testing
 
 /// Redis clients no one here wrote, unmodified, against the RESP front (RESP.md): redis-py
 /// with its hiredis and pure-Python parsers in RESP3 and RESP2, and Debian's redis-cli and
-/// redis-benchmark. Scripts/test installs all of them.
+/// redis-benchmark, and Debian's node-redis. Scripts/test installs all of them.
 @Suite struct RESPClientTests {
     /// profiled with the RESP front on a free port and keys prefixed `user:`; with tokens
     /// of each role when asked. Tests reach it through this object, which keeps it running.
@@ -61,6 +61,24 @@ import Testing
         let run = try runCommand(["python3", Self.redisPy, "--port", "\(redis.port)", "--key-prefix", "user:",
                                   "--user", "app", "--token", "w-resp-token",
                                   "--read-user", "reader", "--read-token", "r-resp-token"], timeoutSeconds: 120)
+        #expect(run.status == 0, "\(run)")
+    }
+
+    // MARK: node-redis
+
+    static let nodeRedisScan = repositoryPath("Tests/RESPClients/node_redis_scan.js")
+
+    /// node-redis keeps SCAN's cursor as a JavaScript number, so every cursor must be exact as
+    /// a double; its scanIterator walks 300 keys, 10 at a time, and must see each once.
+    @Test func nodeRedisScanIteratorSeesEveryKeyOnce() throws {
+        let front = try Front(tokens: false)
+        let run = try runCommand(["NODE_PATH=/usr/share/nodejs", "node", Self.nodeRedisScan, "\(front.port)"], timeoutSeconds: 60)
+        #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(front.server.log)")
+    }
+
+    @Test func nodeRedisScanIteratorChecksAreRedisBehaviour() throws {
+        let redis = try RedisServer([])
+        let run = try runCommand(["NODE_PATH=/usr/share/nodejs", "node", Self.nodeRedisScan, "\(redis.port)"], timeoutSeconds: 60)
         #expect(run.status == 0, "\(run)")
     }
 
