@@ -1,7 +1,9 @@
 import CLibevent
+import CLinux
 import Glibc
 import ProfileProtocol
 import ProfileStore
+import ProfileSystem
 
 /// How each STATS counter is exposed to Prometheus: name, type and help.
 let prometheusNames: [(stat: String, metric: String, type: String, help: String)] = [
@@ -47,56 +49,162 @@ let prometheusNames: [(stat: String, metric: String, type: String, help: String)
      "Times the listening connection to PostgreSQL was opened again after it was lost (--postgres)."),
 ]
 
-/// /metrics and /healthz over HTTP, with libevent's evhttp on the acceptor's event loop.
+/// /metrics and /healthz over HTTP/1.1, on the acceptor's event loop.
 ///
-/// Used on the main thread only. Neither runs SQL: formatting reads the workers' published
-/// counters, the cache's statistics and the store's counters, and health is what the store
-/// last found.
+/// Every connection is bounded: at most `maxConnections` at once (past that, accepting waits
+/// for one to close), `deadlineSeconds` from accept to the last byte of the reply (an idle
+/// or slow client is closed then), and `maxRequestBytes` of request head. One request per
+/// connection, answered with `Connection: close`, as Prometheus scrapes and health checks ask.
+/// When descriptors run out, accepting pauses with the server's other listeners.
+///
+/// Used on the main thread only. Neither path runs SQL: formatting reads the workers'
+/// published counters, the cache's statistics and the store's counters, and health is what
+/// the store last found.
 final class MetricsServer {
-    private let http: OpaquePointer
+    static let maxConnections = 32
+    static let deadlineSeconds = 5
+    static let maxRequestBytes = 8192
+
+    private let base: OpaquePointer
     private let context: ServerContext
+    private let listenFDs: [Int32]
+    private var listenEvents: [OpaquePointer] = []
+    /// Whether the listen events are added: not while the server pauses every listener, nor
+    /// while `maxConnections` are open.
+    private var listening = false
+    private var pausedByServer = false
+    private var clients: [Int32: MetricsClient] = [:]
+    /// What the server does when accept fails for want of descriptors or memory (it pauses
+    /// every listener, this one included), and when an accept succeeds; set before the loop runs.
+    var exhausted: (Int32) -> Void = { _ in }
+    var accepted: () -> Void = {}
     let address: String
 
     init(base: OpaquePointer, host: String, port: UInt16, context: ServerContext) throws(StartupError) {
+        self.base = base
         self.context = context
-        guard let http = evhttp_new(base) else { throw StartupError("cannot create the metrics HTTP server") }
-        self.http = http
-        guard let bound = evhttp_bind_socket_with_handle(http, host, port) else {
-            evhttp_free(http)
-            throw StartupError("cannot listen for metrics on \(host):\(port): \(String(cString: strerror(errno)))")
+        do {
+            listenFDs = try listenTCP(host: host, port: port, backlog: 128)
+        } catch {
+            throw StartupError("cannot listen for metrics on \(host):\(port): \(String(cString: strerror(error.code)))")
         }
-        address = boundAddress(of: evhttp_bound_socket_get_fd(bound))
-        evhttp_set_allowed_methods(http, UInt16(EVHTTP_REQ_GET.rawValue | EVHTTP_REQ_HEAD.rawValue))
-        evhttp_set_gencb(http, metricsRequest, Unmanaged.passUnretained(self).toOpaque())
+        address = boundAddress(of: listenFDs[0])
+        for fd in listenFDs {
+            listenEvents.append(event_new(base, fd, Int16(EV_READ | EV_PERSIST), metricsAcceptReady,
+                                          Unmanaged.passUnretained(self).toOpaque()))
+        }
+        listen(true)
     }
 
-    deinit { evhttp_free(http) }
+    deinit {
+        for client in clients.values { client.release() }
+        for event in listenEvents { event_free(event) }
+        for fd in listenFDs { close(fd) }
+    }
 
-    fileprivate func handle(_ request: OpaquePointer) {
-        let uri = String(cString: evhttp_request_get_uri(request))
-        let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
+    /// The server's pause of every listener (descriptors ran out), and its end.
+    func pause() {
+        pausedByServer = true
+        listen(false)
+    }
+
+    func resume() {
+        pausedByServer = false
+        listen(clients.count < Self.maxConnections)
+    }
+
+    private func listen(_ on: Bool) {
+        guard on != listening else { return }
+        listening = on
+        for event in listenEvents {
+            if on { event_add(event, nil) } else { event_del(event) }
+        }
+    }
+
+    fileprivate func acceptReady(_ listenFD: Int32) {
+        // A bounded number per wake-up, as the main listeners.
+        for _ in 0..<Self.maxConnections {
+            guard clients.count < Self.maxConnections else {
+                listen(false)
+                return
+            }
+            let fd = accept4(listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            if fd < 0 {
+                let error = errno
+                if error == EINTR || error == ECONNABORTED { continue }
+                if error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM {
+                    exhausted(error)
+                } else if error != EAGAIN && error != EWOULDBLOCK {
+                    Log.warn("metrics accept failed", ["error": String(cString: strerror(error))])
+                }
+                return
+            }
+            accepted()
+            let client = MetricsClient(fd: fd, deadline: monotonicNanos() + Self.deadlineSeconds * 1_000_000_000,
+                                       base: base, server: Unmanaged.passUnretained(self).toOpaque())
+            clients[fd] = client
+            client.wait(for: EV_READ)
+        }
+    }
+
+    fileprivate func clientReady(_ fd: Int32, _ what: Int16) {
+        guard let client = clients[fd] else { return }
+        if what & Int16(EV_TIMEOUT) != 0 || monotonicNanos() >= client.deadline {
+            return finish(client)
+        }
+        if client.reply.isEmpty {
+            switch client.receive(limit: Self.maxRequestBytes) {
+            case .more: return client.wait(for: EV_READ)
+            case .closed: return finish(client)
+            case .head(let head): client.reply = respond(to: head)
+            case .tooLarge: client.reply = Self.reply(431, "Request Header Fields Too Large", "the request head is over 8192 bytes\n")
+            }
+        }
+        if client.send() {
+            finish(client)
+        } else {
+            client.wait(for: EV_WRITE)
+        }
+    }
+
+    private func finish(_ client: MetricsClient) {
+        client.release()
+        clients[client.fd] = nil
+        if !pausedByServer { listen(true) }
+    }
+
+    /// The reply to a request head: GET or HEAD of /metrics or /healthz.
+    private func respond(to head: [UInt8]) -> [UInt8] {
+        let requestLine = head.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }
+        let parts = requestLine.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[2].starts(with: Array("HTTP/1.".utf8)) else {
+            return Self.reply(400, "Bad Request", "a request line is METHOD PATH HTTP/1.x\n")
+        }
+        let method = String(decoding: parts[0], as: UTF8.self)
+        guard method == "GET" || method == "HEAD" else {
+            return Self.reply(405, "Method Not Allowed", "only GET and HEAD\n", extraHeaders: "Allow: GET, HEAD\r\n")
+        }
+        let path = String(decoding: parts[1].prefix { $0 != UInt8(ascii: "?") }, as: UTF8.self)
+        let headOnly = method == "HEAD"
         switch path {
         case "/metrics":
-            send(request, 200, "OK", exposition(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+            return Self.reply(200, "OK", exposition(), contentType: "text/plain; version=0.0.4; charset=utf-8", headOnly: headOnly)
         case "/healthz":
             if let reason = context.shared?.unreachableReason ?? context.writePath.unhealthyReason {
-                send(request, 503, "Service Unavailable", "store unavailable: \(oneLine(reason))\n", contentType: "text/plain")
-            } else {
-                send(request, 200, "OK", "ok\n", contentType: "text/plain")
+                return Self.reply(503, "Service Unavailable", "store unavailable: \(oneLine(reason))\n", headOnly: headOnly)
             }
+            return Self.reply(200, "OK", "ok\n", headOnly: headOnly)
         default:
-            send(request, 404, "Not Found", "not found: try /metrics or /healthz\n", contentType: "text/plain")
+            return Self.reply(404, "Not Found", "not found: try /metrics or /healthz\n", headOnly: headOnly)
         }
     }
 
-    private func send(_ request: OpaquePointer, _ code: Int32, _ reason: String, _ body: String, contentType: String) {
-        let headers = evhttp_request_get_output_headers(request)
-        evhttp_add_header(headers, "Content-Type", contentType)
-        let buffer = evbuffer_new()
-        var bytes = Array(body.utf8)
-        evbuffer_add(buffer, &bytes, bytes.count)
-        evhttp_send_reply(request, code, reason, buffer)
-        evbuffer_free(buffer)
+    private static func reply(_ code: Int, _ reason: String, _ body: String, contentType: String = "text/plain",
+                              extraHeaders: String = "", headOnly: Bool = false) -> [UInt8] {
+        let bytes = Array(body.utf8)
+        let head = "HTTP/1.1 \(code) \(reason)\r\nContent-Type: \(contentType)\r\nContent-Length: \(bytes.count)\r\n"
+            + extraHeaders + "Connection: close\r\n\r\n"
+        return Array(head.utf8) + (headOnly ? [] : bytes)
     }
 
     /// The Prometheus text exposition format, version 0.0.4.
@@ -143,7 +251,102 @@ final class MetricsServer {
     }
 }
 
-private func metricsRequest(_ request: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
-    guard let request else { return }
-    Unmanaged<MetricsServer>.fromOpaque(context!).takeUnretainedValue().handle(request)
+private func metricsAcceptReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<MetricsServer>.fromOpaque(context!).takeUnretainedValue().acceptReady(fd)
+}
+
+private func metricsClientReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<MetricsServer>.fromOpaque(context!).takeUnretainedValue().clientReady(fd, what)
+}
+
+/// One connection to the metrics listener: its request head as it arrives, then its reply as
+/// the socket takes it. The one owner of its socket and event.
+///
+/// Used on the main thread only.
+private final class MetricsClient {
+    enum Received {
+        case more, closed, tooLarge
+        case head([UInt8])
+    }
+
+    let fd: Int32
+    /// Monotonic nanoseconds past which it is closed, whatever it is doing.
+    let deadline: Int
+    private let base: OpaquePointer
+    private let server: UnsafeMutableRawPointer
+    /// One-shot: added again, with what is left of the deadline, after each wake-up.
+    private var event: OpaquePointer?
+    private var eventKind: Int32 = 0
+    private var request: [UInt8] = []
+    var reply: [UInt8] = []
+    private var sent = 0
+
+    init(fd: Int32, deadline: Int, base: OpaquePointer, server: UnsafeMutableRawPointer) {
+        self.fd = fd
+        self.deadline = deadline
+        self.base = base
+        self.server = server
+    }
+
+    /// Waits for `what` (EV_READ or EV_WRITE) until the deadline.
+    func wait(for what: Int32) {
+        if event == nil || eventKind != what {
+            if let event { event_free(event) }
+            event = event_new(base, fd, Int16(what), metricsClientReady, server)
+            eventKind = what
+        }
+        let remaining = max(0, deadline - monotonicNanos())
+        var timeout = timeval(tv_sec: remaining / 1_000_000_000, tv_usec: (remaining % 1_000_000_000) / 1000)
+        event_add(event, &timeout)
+    }
+
+    /// Reads what has arrived; the head once a blank line ends it.
+    func receive(limit: Int) -> Received {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return .closed }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno == EAGAIN || errno == EWOULDBLOCK ? .more : .closed
+            }
+            request += chunk[0..<n]
+            if let end = Self.headEnd(request) { return .head(Array(request[..<end])) }
+            if request.count >= limit { return .tooLarge }
+        }
+    }
+
+    /// Where the head ends: after CR LF CR LF, or LF LF.
+    private static func headEnd(_ bytes: [UInt8]) -> Int? {
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "\n") {
+                if index + 1 < bytes.count && bytes[index + 1] == UInt8(ascii: "\n") { return index + 2 }
+                if index + 2 < bytes.count && bytes[index + 1] == UInt8(ascii: "\r") && bytes[index + 2] == UInt8(ascii: "\n") {
+                    return index + 3
+                }
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    /// Sends what the socket takes; true once the whole reply is sent, or the peer is gone.
+    func send() -> Bool {
+        while sent < reply.count {
+            let n = reply[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return !(errno == EAGAIN || errno == EWOULDBLOCK)
+            }
+            sent += n
+        }
+        return true
+    }
+
+    func release() {
+        if let event { event_free(event) }
+        event = nil
+        close(fd)
+    }
 }

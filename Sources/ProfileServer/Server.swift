@@ -33,6 +33,9 @@ public final class Server {
     /// A shared store's readers, one per fetcher thread, opened at start.
     private var fetcherReaders: [any SharedProfileReader] = []
     private var resumeTimer: OpaquePointer?
+    /// Set from an accept that failed for want of descriptors or memory until one succeeds:
+    /// such a stretch is logged once, however many pauses it takes.
+    private var acceptsExhausted = false
     private var stopping = false
     static let mallocArenas: Int32 = 1
     /// Where it listens, as logged (`127.0.0.1:7711`, `unix:/run/profiled.sock`).
@@ -189,6 +192,8 @@ public final class Server {
             workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
+        metricsServer?.exhausted = { [unowned self] error in self.pauseAccepting(error) }
+        metricsServer?.accepted = { [unowned self] in self.acceptsExhausted = false }
         for listener in listeners {
             listener.event = event_new(base, listener.fd, Int16(EV_READ | EV_PERSIST), serverAcceptReady,
                                        Unmanaged.passUnretained(listener).toOpaque())
@@ -243,14 +248,13 @@ public final class Server {
             if fd < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
-                    // The pending connection stays readable: pause accepting instead of spinning.
-                    Log.warn("accept failed; pausing accepts for 100 ms", ["error": String(cString: strerror(errno))])
-                    pauseAccepting()
+                    pauseAccepting(errno)
                 } else if errno != EAGAIN && errno != EWOULDBLOCK {
                     Log.warn("accept failed", ["error": String(cString: strerror(errno))])
                 }
                 return
             }
+            acceptsExhausted = false
             let statistics = context.statistics
             if statistics.currentConnections.load(ordering: .relaxed) >= configuration.maxConnections {
                 writeBestEffort(fd, listener.front == .resp ? "-ERR max number of clients reached\r\n"
@@ -270,8 +274,16 @@ public final class Server {
         }
     }
 
-    private func pauseAccepting() {
+    /// Accept failed for want of descriptors or memory: the pending connection stays readable,
+    /// so every listener (the metrics one too) pauses for 100 ms instead of spinning.
+    private func pauseAccepting(_ error: Int32) {
+        if !acceptsExhausted {
+            acceptsExhausted = true
+            Log.warn("accept failed; pausing accepts 100 ms at a time until one succeeds",
+                     ["error": String(cString: strerror(error))])
+        }
         for listener in listeners { if let event = listener.event { event_del(event) } }
+        metricsServer?.pause()
         if resumeTimer == nil {
             resumeTimer = event_new(base, -1, 0, serverResumeAccepting, Unmanaged.passUnretained(self).toOpaque())
         }
@@ -282,6 +294,7 @@ public final class Server {
     fileprivate func resumeAccepting() {
         guard !stopping else { return }
         for listener in listeners { if let event = listener.event { event_add(event, nil) } }
+        metricsServer?.resume()
     }
 
     /// SIGHUP: read the tokens file again. Connections keep the role they have; a file that

@@ -176,6 +176,29 @@ import Testing
         #expect(status == 503)
     }
 
+    /// The metrics listener answers GET and HEAD with one reply per connection, and a request
+    /// it cannot serve with its status: the wrong method, a malformed line, a head too large.
+    @Test func theMetricsListenerAnswersBadRequestsWithTheirStatus() throws {
+        let server = try TestServer(["--metrics", "127.0.0.1:0"])
+        let port = try metricsPort(server.log)
+        func exchange(_ request: String) throws -> String {
+            let c = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 5)
+            c.sendRaw(Array(request.utf8))
+            try c.flush()
+            var text = ""
+            while let line = try? c.line() { text += line + "\n" }
+            return text
+        }
+        let head = try exchange("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n") && head.contains("Content-Length: 3\r\n") && head.hasSuffix("\r\n\r\n"), "\(head)")
+        #expect(try exchange("GET /healthz?verbose=1 HTTP/1.0\n\n").hasSuffix("\r\nok\n"))
+        #expect(try exchange("POST /metrics HTTP/1.1\r\n\r\n").hasPrefix("HTTP/1.1 405 Method Not Allowed\r\n"))
+        #expect(try exchange("GET /metrics\r\n\r\n").hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+        let huge = "GET /metrics HTTP/1.1\r\nX-Filler: " + String(repeating: "x", count: 9000) + "\r\n\r\n"
+        #expect(try exchange(huge).hasPrefix("HTTP/1.1 431 "))
+        #expect(try exchange("GET /nowhere HTTP/1.1\r\n\r\n").hasPrefix("HTTP/1.1 404 Not Found\r\n"))
+    }
+
     @Test func metricsFollowTheProtectedModeRule() throws {
         let directory = try makeTemporaryDirectory()
         let (status, output) = try runToCompletion(executable("profiled"),
@@ -256,13 +279,13 @@ func metricsPort(_ log: String) throws -> UInt16 {
 }
 
 /// A plain HTTP/1.0 GET; returns the status code.
-func httpStatus(port: UInt16, path: String) throws -> Int {
-    try httpGet(port: port, path: path).status
+func httpStatus(port: UInt16, path: String, timeoutSeconds: Int = 30) throws -> Int {
+    try httpGet(port: port, path: path, timeoutSeconds: timeoutSeconds).status
 }
 
 /// A plain HTTP/1.0 GET; returns the status code and the body.
-func httpGet(port: UInt16, path: String) throws -> (status: Int, body: String) {
-    let c = try ProfileConnection(.tcp(host: "127.0.0.1", port: port))
+func httpGet(port: UInt16, path: String, timeoutSeconds: Int = 30) throws -> (status: Int, body: String) {
+    let c = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: timeoutSeconds)
     c.sendRaw(Array("GET \(path) HTTP/1.0\r\n\r\n".utf8))
     try c.flush()
     let status = try c.line().split(separator: " ")
