@@ -94,6 +94,7 @@ enum RESPText {
     static let clientName: StaticString = "ERR Client names cannot contain spaces, newlines or special characters."
     static let tooMany: StaticString = "ERR too many keys or fields: at most 1000 in one command"
     static let transactionFull: StaticString = "ERR a transaction holds at most 1000 commands"
+    static let transactionTooLarge: StaticString = "ERR a transaction holds at most 4 MiB of queued commands"
     static let maxClients: StaticString = "ERR max number of clients reached"
     static let scanInSharedTransaction: StaticString = "ERR SCAN cannot be queued in a transaction over a shared store (--postgres)"
 }
@@ -154,7 +155,7 @@ extension Worker {
         // inside MULTI each of them fails the transaction.
         guard let command = RESPCommandName.lookup(arguments[0]) else {
             if waiting { return false }
-            session.transaction?.failed = true
+            session.transaction?.fail()
             counters.errors += 1
             reserve(RESPEncoder.unknownCommandCount(arguments), connection)
             out.count += RESPEncoder.writeUnknownCommand(arguments, to: out.end)
@@ -162,7 +163,7 @@ extension Worker {
         }
         if !Self.arityAllows(command, arguments.count) {
             if waiting { return false }
-            session.transaction?.failed = true
+            session.transaction?.fail()
             counters.errors += 1
             reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
             out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: out.end)
@@ -170,7 +171,7 @@ extension Worker {
         }
         if command.requiredRole > connection.role {
             if waiting { return false }
-            session.transaction?.failed = true
+            session.transaction?.fail()
             respError(connection.role == .none ? .fixed(RESPText.noAuth) : Self.noPermission(command), connection)
             return true
         }
@@ -284,14 +285,19 @@ extension Worker {
                 problem = .fixed(RESPText.scanInSharedTransaction)
             }
             if let problem {
-                transaction.failed = true
+                transaction.fail()
                 respError(problem, connection)
+            } else if transaction.failed {
+                // As Redis: answered QUEUED, and EXEC answers EXECABORT; nothing is kept.
+                respSimple("QUEUED", connection)
             } else if transaction.commands.count >= RESPTransaction.maxCommands {
-                transaction.failed = true
+                transaction.fail()
                 respError(.fixed(RESPText.transactionFull), connection)
+            } else if transaction.bytes + RESPTransaction.cost(of: arguments) > RESPTransaction.maxBytes {
+                transaction.fail()
+                respError(.fixed(RESPText.transactionTooLarge), connection)
             } else {
-                transaction.commands.append((command, transaction.arguments.count, arguments.count))
-                for argument in arguments { transaction.arguments.append(Array(argument)) }
+                transaction.queue(command, arguments)
                 respSimple("QUEUED", connection)
             }
         }

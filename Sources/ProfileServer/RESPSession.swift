@@ -25,14 +25,43 @@ final class RESPSession {
 /// Owned by its session.
 final class RESPTransaction {
     /// Every queued command's arguments, back to back.
-    var arguments: [[UInt8]] = []
+    private(set) var arguments: [[UInt8]] = []
     /// Where each queued command's arguments start in `arguments`, and how many it has.
-    var commands: [(command: RESPCommandName, first: Int, count: Int)] = []
-    /// A command could not be queued: EXEC answers EXECABORT and writes nothing.
-    var failed = false
+    private(set) var commands: [(command: RESPCommandName, first: Int, count: Int)] = []
+    /// A command could not be queued: EXEC answers EXECABORT and writes nothing, so nothing
+    /// more is kept.
+    private(set) var failed = false
+    /// What the queue holds: its arguments' bytes, and an allowance for each one's array.
+    private(set) var bytes = 0
 
-    /// Redis's limit is memory; ours is the count of commands an EXEC answers.
+    /// The count of commands an EXEC answers.
     static let maxCommands = 1000
+    /// The queue's memory: twice a transaction of 1,000 commands of the longest arguments a
+    /// profile's key, fields and values take (about 2.4 KB a command), so only a queue built
+    /// to hold memory meets it.
+    static let maxBytes = 4 << 20
+    /// What one queued argument costs beyond its bytes: its array's header and allocation.
+    static let argumentOverhead = 48
+
+    /// The bytes `arguments` would add to the queue.
+    static func cost(of arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Int {
+        arguments.reduce(0) { $0 + $1.count + argumentOverhead }
+    }
+
+    /// Queues a checked command; the caller made sure it fits.
+    func queue(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
+        commands.append((command, self.arguments.count, arguments.count))
+        for argument in arguments { self.arguments.append(Array(argument)) }
+        bytes += Self.cost(of: arguments)
+    }
+
+    /// The transaction cannot run: its queue goes at once.
+    func fail() {
+        failed = true
+        arguments = []
+        commands = []
+        bytes = 0
+    }
 }
 
 extension RESPCommandName {

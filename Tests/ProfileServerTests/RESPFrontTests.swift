@@ -177,6 +177,48 @@ import Testing
         #expect(try resp.call("EXISTS", "w") == ":0\r\n")
     }
 
+    /// A MULTI queue holds at most 1,000 commands and 4 MiB: 1,000 HSETs of the longest key
+    /// and values fit; HSETs of a thousand fields each fail the transaction at the 4 MiB, and
+    /// the commands after it are answered QUEUED but not kept.
+    @Test func aTransactionsQueueIsBoundedInCommandsAndBytes() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        let name = String(repeating: "n", count: 256), uri = String(repeating: "u", count: 2048)
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        var requests: [UInt8] = []
+        for i in 0..<1000 {
+            let key = String(i) + String(repeating: "k", count: 128 - String(i).count)
+            requests += RESPTestClient.multibulk(["HSET", key, "name", name, "portraitUri", uri])
+        }
+        resp.send(requests)
+        for _ in 0..<1000 { #expect(try resp.reply() == "+QUEUED\r\n") }
+        #expect(try resp.call("PING") == "-ERR a transaction holds at most 1000 commands\r\n")
+        #expect(try resp.call("EXEC") == "-EXECABORT Transaction discarded because of previous errors.\r\n")
+        #expect(try resp.call("DBSIZE") == ":0\r\n")
+
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        // 1.05 MB each, with the allowance for each of its 1,002 arguments: three fit.
+        let wide = ["HSET", "w"] + (0..<500).flatMap { _ in ["portraitUri", String(repeating: "p", count: 2000)] }
+        for _ in 0..<3 {
+            resp.send(RESPTestClient.multibulk(wide))
+            #expect(try resp.reply() == "+QUEUED\r\n")
+        }
+        resp.send(RESPTestClient.multibulk(wide))
+        #expect(try resp.reply() == "-ERR a transaction holds at most 4 MiB of queued commands\r\n")
+        resp.send(RESPTestClient.multibulk(wide))
+        #expect(try resp.reply() == "+QUEUED\r\n")
+        #expect(try resp.call("EXEC") == "-EXECABORT Transaction discarded because of previous errors.\r\n")
+        #expect(try resp.call("EXISTS", "w") == ":0\r\n")
+
+        // A transaction of the longest values commits whole.
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        resp.send(requests)
+        for _ in 0..<1000 { #expect(try resp.reply() == "+QUEUED\r\n") }
+        let answer = try resp.call("EXEC")
+        #expect(answer.hasPrefix("*1000\r\n:2\r\n"), "\(answer.prefix(40))")
+        #expect(try resp.call("DBSIZE") == ":1000\r\n")
+    }
+
     /// SCAN returns every key present for the whole scan exactly once, at most COUNT per call.
     @Test func scanVisitsEveryKeyOnce() throws {
         let server = try TestServer(["--resp-port", "0"])
