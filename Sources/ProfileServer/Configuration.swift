@@ -47,6 +47,10 @@ public struct ServerConfiguration: Sendable {
     /// 256 MiB it stayed resident and cost 170 bytes per cached profile at a million of them,
     /// for no measurable gain in writes. (The store's larger default suits offline imports.)
     var writerCacheMebibytes: Int { 2 }
+    /// The most memory all client connections together may hold (input, unsent and held
+    /// replies, queued transactions), in bytes; past it the connection holding the most is
+    /// closed. 0: no limit.
+    public var maxClientMemory: Int = 256 << 20
     /// Where to serve /metrics and /healthz over HTTP; nil leaves them off.
     public var metricsAddress: (host: String, port: UInt16)? = nil
 

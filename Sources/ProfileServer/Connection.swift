@@ -64,6 +64,9 @@ final class Connection {
 
     /// Reply bytes the socket has not taken yet.
     let output: OpaquePointer
+    /// What this connection counts in the clients' memory (`ServerStatistics.clientMemoryBytes`)
+    /// since it last accounted.
+    var accountedBytes = 0
     var readEvent: OpaquePointer? = nil
     var writeEvent: OpaquePointer? = nil
     var reading = false
@@ -84,6 +87,12 @@ final class Connection {
     }
 
     var queuedOutput: Int { evbuffer_get_length(output) }
+
+    /// What the connection holds now: input kept, unsent replies, replies held for order, and
+    /// a RESP transaction's queue.
+    var memoryBytes: Int {
+        pending.capacity + queuedOutput + heldReplies.byteCount + (resp?.transaction?.bytes ?? 0)
+    }
 
     /// Drops the queued reply bytes after the first `count`, for a reply taken back unsent.
     func dropQueuedOutput(after count: Int) {
@@ -112,5 +121,7 @@ final class Connection {
         phase = .closed
         pending.release()
         heldReplies.removeAll()
+        evbuffer_drain(output, evbuffer_get_length(output))
+        resp?.transaction = nil
     }
 }

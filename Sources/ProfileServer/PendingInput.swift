@@ -9,7 +9,8 @@ struct PendingInput: ~Copyable {
     let limit: Int
     private(set) var base: UnsafeMutableRawPointer? = nil
     private(set) var count = 0
-    private var capacity = 0
+    /// Bytes allocated: what the connection holds, whatever `count` is.
+    private(set) var capacity = 0
 
     init(limit: Int) {
         self.limit = limit

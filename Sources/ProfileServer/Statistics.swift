@@ -50,6 +50,11 @@ final class ServerStatistics: Sendable {
     let profilesWritten = Atomic<Int>(0)
     let profilesDeleted = Atomic<Int>(0)
     let refusedErrors = Atomic<Int>(0)
+    /// What every client connection holds (received input not yet handled, unsent replies,
+    /// replies held for order, queued transactions), as each connection last accounted it.
+    let clientMemoryBytes = Atomic<Int>(0)
+    /// Connections closed because the clients' memory went past `--max-client-memory`.
+    let clientEvictions = Atomic<Int>(0)
 
     init() {
         var now = timespec()

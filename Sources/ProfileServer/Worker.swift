@@ -16,6 +16,9 @@ enum WorkerMessage: @unchecked Sendable {
     case fetched([ReadJob])
     /// Another worker hands over a connection with no writes in flight (see `LoopPolicy`).
     case moved(Connection)
+    /// The clients' memory is past `--max-client-memory` and the sender holds no connection
+    /// large enough to close: close this worker's largest, if it is.
+    case reclaimClientMemory
     /// Stop accepting work: answer what arrived, then close every connection and return.
     case stop
 }
@@ -43,6 +46,8 @@ final class Worker: @unchecked Sendable {
     private var balanceTimer: OpaquePointer?
     private var sampler = LoopSampler()
     private var machineIdle = MachineIdle()
+    /// When this worker last asked the others to close a large connection (monotonic nanoseconds).
+    private var lastReclaimRequest = 0
     /// Worker 0's: the hold it set after its last spread, in milliseconds.
     private var gatherHold = 0
     private var nextSpreadTarget = 1
@@ -176,6 +181,7 @@ final class Worker: @unchecked Sendable {
             case .answered(let answered): deliver(answered)
             case .fetched(let fetched): deliver(fetched)
             case .moved(let connection): attach(connection)
+            case .reclaimClientMemory: reclaimClientMemory(askingPeers: false)
             case .stop: beginStopping()
             }
         }
@@ -437,6 +443,8 @@ final class Worker: @unchecked Sendable {
         }
         flush(connection)
         guard connection.phase != .closed else { return }
+        account(connection)
+        guard connection.phase != .closed else { return }
         let idle = connection.jobsInFlight == 0 && connection.queuedOutput == 0
         if idle && (connection.phase == .closing || (connection.peerClosed && !hasCompleteRequest(connection))) {
             close(connection)
@@ -534,9 +542,53 @@ final class Worker: @unchecked Sendable {
         guard connection.phase != .closed else { return }
         if Log.level <= .debug { Log.debug("connection closed", ["fd": "\(connection.fd)", "worker": "\(index)"]) }
         connection.releaseResources()
+        account(connection)
         connections.removeValue(forKey: ObjectIdentifier(connection))
         context.statistics.currentConnections.subtract(1, ordering: .relaxed)
         exitIfIdle()
+    }
+
+    // MARK: The clients' memory
+
+    /// Brings the connection's share of the clients' memory up to date (none once closed);
+    /// past `--max-client-memory`, closes the connections that hold the most. The same for
+    /// every front: what a connection holds is counted the same way whatever it speaks.
+    private func account(_ connection: Connection) {
+        let bytes = connection.phase == .closed ? 0 : connection.memoryBytes
+        let delta = bytes - connection.accountedBytes
+        guard delta != 0 else { return }
+        connection.accountedBytes = bytes
+        let total = context.statistics.clientMemoryBytes.add(delta, ordering: .relaxed).newValue
+        let limit = context.configuration.maxClientMemory
+        if delta > 0 && limit > 0 && total > limit { reclaimClientMemory(askingPeers: true) }
+    }
+
+    /// While the clients hold more than `--max-client-memory`, closes this worker's connection
+    /// that holds the most, as long as it holds at least the average of all connections (so
+    /// that one worker's small clients never pay for another's large ones); otherwise asks the
+    /// other workers, at most every 10 ms, to do the same with theirs.
+    private func reclaimClientMemory(askingPeers: Bool) {
+        let statistics = context.statistics
+        let limit = context.configuration.maxClientMemory
+        guard limit > 0 else { return }
+        while true {
+            let total = statistics.clientMemoryBytes.load(ordering: .relaxed)
+            guard total > limit else { return }
+            let average = total / max(1, statistics.currentConnections.load(ordering: .relaxed))
+            guard let largest = connections.values.max(by: { $0.accountedBytes < $1.accountedBytes }),
+                  largest.accountedBytes > 0, largest.accountedBytes >= average else {
+                let now = monotonicNanos()
+                if askingPeers && now - lastReclaimRequest > 10_000_000 {
+                    lastReclaimRequest = now
+                    for peer in peers where peer.worker !== self { peer.worker.post(.reclaimClientMemory) }
+                }
+                return
+            }
+            Log.warn("closing the client connection that holds the most memory: the clients hold more than max-client-memory",
+                     ["bytes": "\(largest.accountedBytes)", "clients_bytes": "\(total)", "limit": "\(limit)"])
+            statistics.clientEvictions.add(1, ordering: .relaxed)
+            close(largest)
+        }
     }
 }
 

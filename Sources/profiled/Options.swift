@@ -29,6 +29,9 @@ usage: profiled [options]
   --tokens FILE            require AUTH; FILE holds '<role> <token>' lines (roles: read, write, admin)
   --max-connections N      TCP and Unix together (default 10000)
   --max-line BYTES         longest request line, LF included (default 65536)
+  --max-client-memory SIZE the most all client connections together may hold (input, unsent
+                           replies, queued transactions): 256mb, 1gb, bytes; past it the one
+                           holding the most is closed (default 256mb; 0: no limit)
   --sync normal|full       when the write log is synced to disk: normal, once a second;
                            full, before every commit's reply (default normal)
   --allow-insecure-bind    allow a non-loopback --host or --metrics without --tokens
@@ -62,7 +65,7 @@ struct Settings {
     /// Options that take no value on the command line; in a config file they take true/false.
     static let switches: Set<String> = ["allow-insecure-bind"]
     static let names: [String] = ["host", "port", "unix", "resp-port", "resp-key-prefix", "db", "postgres", "lease-ms", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
-                                  "max-line", "sync", "allow-insecure-bind", "metrics", "log-level"]
+                                  "max-line", "max-client-memory", "sync", "allow-insecure-bind", "metrics", "log-level"]
 
     /// Applies one option; `name` is without the leading dashes.
     mutating func apply(_ name: String, _ value: String) throws(UsageError) {
@@ -93,6 +96,11 @@ struct Settings {
         case "tokens": configuration.tokensPath = try nonEmpty("a path")
         case "max-connections": configuration.maxConnections = try number(1...1_000_000)
         case "max-line": configuration.maxLine = try number(64...16_777_216)
+        case "max-client-memory":
+            guard let bytes = byteSize(value), bytes == 0 || bytes >= 1 << 20 else {
+                throw UsageError(message: "max-client-memory takes 0 or a size of at least 1mb (256mb, 1gb, or bytes), not '\(value)'")
+            }
+            configuration.maxClientMemory = bytes
         case "sync":
             switch value {
             case "normal": configuration.synchronous = .normal
@@ -220,6 +228,25 @@ extension StringProtocol {
         }
         return self[first...last]
     }
+}
+
+/// A size as Redis's configuration writes one: bytes, or a whole number with k, kb, m, mb, g or
+/// gb (any case; powers of 1024). Nil for anything else, or past 1 TiB.
+func byteSize(_ text: String) -> Int? {
+    let lower = text.lowercased()
+    let digits = lower.prefix { $0.isASCII && $0.isNumber }
+    guard !digits.isEmpty, digits.count <= 13, let number = Int(digits) else { return nil }
+    let unit: Int
+    switch lower.dropFirst(digits.count) {
+    case "", "b": unit = 1
+    case "k", "kb": unit = 1 << 10
+    case "m", "mb": unit = 1 << 20
+    case "g", "gb": unit = 1 << 30
+    default: return nil
+    }
+    let (bytes, overflow) = number.multipliedReportingOverflow(by: unit)
+    guard !overflow, bytes <= 1 << 40 else { return nil }
+    return bytes
 }
 
 func readFile(_ path: String) -> [UInt8]? {

@@ -153,7 +153,8 @@ import Testing
         let stats = Dictionary(uniqueKeysWithValues: try c.stats().filter { $0.name != "store_kind" }.map { ($0.name, Int($0.value)!) })
         for name in ["uptime_seconds", "curr_connections", "total_connections", "cmd_get", "get_hits", "get_misses",
                      "cache_hits", "cache_misses", "cache_evictions", "cache_items", "cache_bytes", "cache_limit_bytes",
-                     "cmd_set", "cmd_del", "store_rows", "errors"] {
+                     "cmd_set", "cmd_del", "store_rows", "errors", "client_memory_bytes", "client_memory_limit_bytes",
+                     "client_evictions"] {
             #expect(stats[name] != nil, "STATS lacks \(name)")
         }
         #expect(stats["cmd_get"] == 7)

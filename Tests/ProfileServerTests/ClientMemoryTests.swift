@@ -1,0 +1,153 @@
+import ProfileTestSupport
+import Glibc
+import ProfileClient
+import Synchronization
+import Testing
+
+/// `--max-client-memory`: what all clients make the server hold together (input not yet
+/// handled, unsent replies, queued transactions) stays under one budget; past it the
+/// connection holding the most is closed, and another client keeps being answered.
+@Suite(.serialized) struct ClientMemoryTests {
+    static let budget = 16 << 20
+
+    /// A server with the budget, 1,000 profiles of the longest values, and a probe that reads
+    /// one of them every few milliseconds, recording its slowest answer and the server's peak
+    /// resident memory.
+    final class Watched: @unchecked Sendable {
+        let server: TestServer
+        let startKiB: Int
+        let slowest = Mutex(0.0)
+        let peakKiB = Mutex(0)
+        let done = Atomic<Bool>(false)
+
+        init() throws {
+            server = try TestServer(["--resp-port", "0", "--threads", "2", "--max-client-memory", "16mb"])
+            let setup = try server.connect()
+            let name = String(repeating: "n", count: 256), uri = String(repeating: "u", count: 2048)
+            for start in stride(from: 0, to: 1000, by: 20) {
+                _ = try setup.mset((start..<start + 20).map { Profile(userId: "big\($0)", name: name, portraitUri: uri) })
+            }
+            startKiB = residentKiB(of: server.pid) ?? 0
+        }
+
+        func stats() throws -> [String: Int] {
+            Dictionary(uniqueKeysWithValues: try server.connect().stats().compactMap { stat in Int(stat.value).map { (stat.name, $0) } })
+        }
+
+        /// Runs `attack` beside the probe.
+        func during(_ attack: @escaping @Sendable () throws -> Void) throws {
+            let failure = Locked<String?>(nil)
+            done.store(false, ordering: .sequentiallyConsistent)
+            onThreads(2) { role in
+                if role == 0 {
+                    do { try attack() } catch { failure.withLock { $0 = "attack: \(error)" } }
+                    self.done.store(true, ordering: .sequentiallyConsistent)
+                    return
+                }
+                do {
+                    let probe = try self.server.connect()
+                    repeat {
+                        let start = monotonicSeconds()
+                        guard try probe.roundTrip("GET big7\n").hasPrefix("VALUE big7 ") else { throw TestFailure("a bad reply") }
+                        let elapsed = monotonicSeconds() - start
+                        self.slowest.withLock { $0 = max($0, elapsed) }
+                        let resident = residentKiB(of: self.server.pid) ?? 0
+                        self.peakKiB.withLock { $0 = max($0, resident) }
+                        usleep(3000)
+                    } while !self.done.load(ordering: .sequentiallyConsistent)
+                } catch {
+                    failure.withLock { $0 = "probe: \(error)" }
+                }
+            }
+            if let failure = failure.withLock({ $0 }) { throw TestFailure(failure) }
+        }
+    }
+
+    /// Connections each holding half a megabyte of a RESP request they never finish: each is
+    /// within its own limit, and together they would hold about 30 MB.
+    @Test func partialRequestsOfManyConnectionsStayWithinTheBudget() throws {
+        let watched = try Watched()
+        let port = watched.server.respPort
+        let held = Locked<[Int32]>([])
+        try watched.during {
+            for _ in 0..<64 {
+                let fd = try rawLoopbackConnection(port: port, receiveBuffer: 0)
+                held.withLock { $0.append(fd) }
+                var request = Array("*1001\r\n$4\r\nHSET\r\n$4\r\nbig1\r\n".utf8)
+                let field = Array("$11\r\nportraitUri\r\n$1000\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "p"), count: 1000) + [13, 10]
+                for _ in 0..<450 { request += field }
+                // Sent whole unless the server closed it meanwhile, which is what the budget does.
+                _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            usleep(500_000)
+        }
+        try expectBudgetKept(watched, closing: held.withLock { $0 })
+    }
+
+    /// Line connections pipelining MGETs of 1,000 large profiles (2.3 MB a reply) and never
+    /// reading, with small receive buffers so the replies stay in the server.
+    @Test func unreadRepliesOfManyConnectionsStayWithinTheBudget() throws {
+        let watched = try Watched()
+        let port = watched.server.port
+        let held = Locked<[Int32]>([])
+        let mget = Array(("MGET " + (0..<1000).map { "big\($0)" }.joined(separator: " ") + "\n").utf8)
+        try watched.during {
+            for _ in 0..<16 {
+                let fd = try rawLoopbackConnection(port: port, receiveBuffer: 4096)
+                held.withLock { $0.append(fd) }
+                let requests = mget + mget + mget
+                _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            usleep(500_000)
+        }
+        try expectBudgetKept(watched, closing: held.withLock { $0 })
+    }
+
+    /// What both attacks must leave: evictions, the clients' memory within the budget (plus the
+    /// one connection that went past it), a probe answered throughout, resident memory that
+    /// grew by no more than the budget and the probe's share, and, once the attackers leave,
+    /// nothing counted and the memory given back.
+    func expectBudgetKept(_ watched: Watched, closing held: [Int32]) throws {
+        let during = try watched.stats()
+        #expect((during["client_evictions"] ?? 0) > 0, "\(during)")
+        #expect((during["client_memory_bytes"] ?? .max) <= Self.budget + (3 << 20), "\(during)")
+        #expect(during["client_memory_limit_bytes"] == Self.budget)
+        let slowest = watched.slowest.withLock { $0 }
+        #expect(underSanitizer || slowest < 1.0, "a GET beside the attack took \(Int(slowest * 1000)) ms")
+        let grown = watched.peakKiB.withLock { $0 } - watched.startKiB
+        #expect(underSanitizer || grown < 48 << 10, "resident memory grew by \(grown / 1024) MiB")
+        print("client memory: evictions \(during["client_evictions"] ?? 0), slowest GET \(Int(slowest * 1000)) ms, grew \(grown / 1024) MiB")
+        for fd in held { close(fd) }
+        var after = during
+        for _ in 0..<500 {
+            after = try watched.stats()
+            if after["client_memory_bytes"] == 0 { break }
+            usleep(10_000)
+        }
+        #expect(after["client_memory_bytes"] == 0, "\(after)")
+        #expect(try watched.server.connect().roundTrip("GET big7\n").hasPrefix("VALUE big7 "))
+    }
+}
+
+/// A blocking loopback TCP connection as a bare descriptor; a receive buffer of `receiveBuffer`
+/// bytes when not 0, set before connecting so the window stays small.
+func rawLoopbackConnection(port: UInt16, receiveBuffer: Int32) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var size = receiveBuffer
+    if size > 0 { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard rc == 0 else {
+        let code = errno
+        close(fd)
+        throw TestFailure("connect: \(String(cString: strerror(code)))")
+    }
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    return fd
+}
