@@ -128,26 +128,3 @@ import Testing
         #expect(try watched.server.connect().roundTrip("GET big7\n").hasPrefix("VALUE big7 "))
     }
 }
-
-/// A blocking loopback TCP connection as a bare descriptor; a receive buffer of `receiveBuffer`
-/// bytes when not 0, set before connecting so the window stays small.
-func rawLoopbackConnection(port: UInt16, receiveBuffer: Int32) throws -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var size = receiveBuffer
-    if size > 0 { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let rc = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard rc == 0 else {
-        let code = errno
-        close(fd)
-        throw TestFailure("connect: \(String(cString: strerror(code)))")
-    }
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    return fd
-}

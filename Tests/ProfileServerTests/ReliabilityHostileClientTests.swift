@@ -227,24 +227,8 @@ private func trickle(_ endpoint: Endpoint, request: String, bytesPerSecond: Int)
     guard reply == "PONG" else { throw TestFailure("got \(reply)") }
 }
 
-/// A blocking TCP connection as a bare descriptor, for clients that break the protocol.
+/// A raw connection to the server's TCP listener.
 private func rawConnect(_ endpoint: Endpoint) throws -> Int32 {
     guard case .tcp(_, let port) = endpoint else { throw TestFailure("TCP only") }
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let rc = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard rc == 0 else {
-        let code = errno
-        close(fd)
-        throw TestFailure("connect: \(String(cString: strerror(code)))")
-    }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    return fd
+    return try rawLoopbackConnection(port: port)
 }

@@ -57,3 +57,28 @@ func pingRoundTrips(_ connection: ProfileConnection, count: Int) throws -> [Doub
     }
     return times
 }
+
+/// A blocking loopback TCP connection as a bare descriptor, for clients that break the protocol
+/// or hold the server's memory; a receive buffer of `receiveBuffer` bytes when not 0, set before
+/// connecting so the window stays small. Sends and receives time out after 10 s.
+func rawLoopbackConnection(port: UInt16, receiveBuffer: Int32 = 0) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var size = receiveBuffer
+    if size > 0 { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard rc == 0 else {
+        let code = errno
+        close(fd)
+        throw TestFailure("connect: \(String(cString: strerror(code)))")
+    }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    return fd
+}

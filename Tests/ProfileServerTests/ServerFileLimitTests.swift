@@ -6,28 +6,42 @@ import Testing
 /// Out of file descriptors: profiled says so at start, pauses accepting instead of spinning,
 /// and keeps serving; it takes new connections again once descriptors free up.
 @Suite struct ServerFileLimitTests {
+    /// profiled on one worker with 48 file descriptors, a store of its own and `arguments`;
+    /// returns once it listens, with its line protocol port.
+    static func start(_ arguments: [String]) throws -> (pid: pid_t, logPath: String, port: UInt16) {
+        let directory = try makeTemporaryDirectory()
+        let logPath = directory + "/profiled.log"
+        let pid = try spawn("/usr/bin/prlimit", args: ["--nofile=48", executable("profiled"), "--port", "0", "--threads", "1",
+                                                        "--db", directory + "/p.sqlite3"] + arguments,
+                            stderrPath: logPath)
+        var port: UInt16 = 0
+        do {
+            try waitFor {
+                for line in readText(logPath).split(separator: "\n") where line.contains("msg=listening") {
+                    port = UInt16(String(line.reversed().prefix { $0.isNumber }.reversed())) ?? 0
+                }
+                return port != 0
+            }
+        } catch {
+            kill(pid)
+            throw error
+        }
+        return (pid, logPath, port)
+    }
+
+    static func kill(_ pid: pid_t) {
+        Glibc.kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+
     @Test func runningOutOfDescriptorsPausesAcceptsAndRecovers() throws {
         guard access("/usr/bin/prlimit", X_OK) == 0 else {
             print("skipped: prlimit is not installed here, so the file limit test did not run")
             return
         }
-        let directory = try makeTemporaryDirectory()
-        let logPath = directory + "/profiled.log"
-        let pid = try spawn("/usr/bin/prlimit", args: ["--nofile=48", executable("profiled"), "--port", "0",
-                                                        "--threads", "1", "--db", directory + "/p.sqlite3"],
-                            stderrPath: logPath)
-        defer {
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-        }
-        var port: UInt16 = 0
-        try waitFor {
-            for line in readText(logPath).split(separator: "\n") where line.contains("msg=listening") {
-                port = UInt16(String(line.reversed().prefix { $0.isNumber }.reversed())) ?? 0
-            }
-            return port != 0
-        }
+        let (pid, logPath, port) = try Self.start([])
+        defer { Self.kill(pid) }
         #expect(readText(logPath).contains("open file limit is below what --max-connections needs"))
 
         let first = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 5)
@@ -52,23 +66,8 @@ import Testing
             print("skipped: prlimit is not installed here, so the file limit test did not run")
             return
         }
-        let directory = try makeTemporaryDirectory()
-        let logPath = directory + "/profiled.log"
-        let pid = try spawn("/usr/bin/prlimit", args: ["--nofile=48", executable("profiled"), "--port", "0", "--threads", "1",
-                                                        "--metrics", "127.0.0.1:0", "--db", directory + "/p.sqlite3"],
-                            stderrPath: logPath)
-        defer {
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-        }
-        var port: UInt16 = 0
-        try waitFor {
-            for line in readText(logPath).split(separator: "\n") where line.contains("msg=listening") {
-                port = UInt16(String(line.reversed().prefix { $0.isNumber }.reversed())) ?? 0
-            }
-            return port != 0
-        }
+        let (pid, logPath, port) = try Self.start(["--metrics", "127.0.0.1:0"])
+        defer { Self.kill(pid) }
         let metrics = try metricsPort(readText(logPath))
         let client = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 5)
         #expect(try client.roundTrip("PING\n") == "PONG")
