@@ -33,6 +33,8 @@ public final class Server {
     /// A shared store's readers, one per fetcher thread, opened at start.
     private var fetcherReaders: [any SharedProfileReader] = []
     private var resumeTimer: OpaquePointer?
+    /// Once a second: gives back to the system what the clients let go of.
+    private var trimTimer: OpaquePointer?
     /// Set from an accept that failed for want of descriptors or memory until one succeeds:
     /// such a stretch is logged once, however many pauses it takes.
     private var acceptsExhausted = false
@@ -151,6 +153,7 @@ public final class Server {
     deinit {
         metricsServer = nil
         if let resumeTimer { event_free(resumeTimer) }
+        if let trimTimer { event_free(trimTimer) }
         for event in signalEvents { if let event { event_free(event) } }
         for listener in listeners {
             if let event = listener.event { event_free(event) }
@@ -192,6 +195,9 @@ public final class Server {
             workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
+        trimTimer = event_new(base, -1, Int16(EV_PERSIST), serverTrimTick, me)
+        var second = timeval(tv_sec: 1, tv_usec: 0)
+        event_add(trimTimer, &second)
         metricsServer?.exhausted = { [unowned self] error in self.pauseAccepting(error) }
         metricsServer?.accepted = { [unowned self] in self.acceptsExhausted = false }
         for listener in listeners {
@@ -297,6 +303,20 @@ public final class Server {
         metricsServer?.resume()
     }
 
+    /// The clients' memory fell by this much from its peak: time to give it back.
+    static let trimThreshold = 16 << 20
+
+    /// Gives memory the clients let go of back to the system. glibc keeps freed memory in its
+    /// heap for reuse, so after the clients held much (a burst of large replies, an attack
+    /// cut short by `--max-client-memory`) the resident size would stay at its peak.
+    fileprivate func returnFreedClientMemory() {
+        let statistics = context.statistics
+        let now = statistics.clientMemoryBytes.load(ordering: .relaxed)
+        guard statistics.clientMemoryPeak.load(ordering: .relaxed) - now >= Self.trimThreshold else { return }
+        statistics.clientMemoryPeak.store(now, ordering: .relaxed)
+        malloc_trim(0)
+    }
+
     /// SIGHUP: read the tokens file again. Connections keep the role they have; a file that
     /// cannot be used is reported and the tokens in force stay.
     fileprivate func reloadTokens() {
@@ -366,6 +386,10 @@ private final class Listener {
 
 private func serverResumeAccepting(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().resumeAccepting()
+}
+
+private func serverTrimTick(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().returnFreedClientMemory()
 }
 
 private func serverHangup(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {

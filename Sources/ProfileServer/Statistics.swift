@@ -53,6 +53,9 @@ final class ServerStatistics: Sendable {
     /// What every client connection holds (received input not yet handled, unsent replies,
     /// replies held for order, queued transactions), as each connection last accounted it.
     let clientMemoryBytes = Atomic<Int>(0)
+    /// About the most `clientMemoryBytes` reached since the freed memory was last given back to
+    /// the system (workers raise it as they account; the acceptor lowers it when it trims).
+    let clientMemoryPeak = Atomic<Int>(0)
     /// Connections closed because the clients' memory went past `--max-client-memory`.
     let clientEvictions = Atomic<Int>(0)
 

@@ -558,7 +558,11 @@ final class Worker: @unchecked Sendable {
         let delta = bytes - connection.accountedBytes
         guard delta != 0 else { return }
         connection.accountedBytes = bytes
-        let total = context.statistics.clientMemoryBytes.add(delta, ordering: .relaxed).newValue
+        let statistics = context.statistics
+        let total = statistics.clientMemoryBytes.add(delta, ordering: .relaxed).newValue
+        if delta > 0 && total > statistics.clientMemoryPeak.load(ordering: .relaxed) {
+            statistics.clientMemoryPeak.store(total, ordering: .relaxed)
+        }
         let limit = context.configuration.maxClientMemory
         if delta > 0 && limit > 0 && total > limit { reclaimClientMemory(askingPeers: true) }
     }
