@@ -304,7 +304,7 @@ public final class Server {
     }
 
     /// The clients' memory fell by this much from its peak: time to give it back.
-    static let trimThreshold = 16 << 20
+    static let trimThreshold = 4 << 20
 
     /// Gives memory the clients let go of back to the system. glibc keeps freed memory in its
     /// heap for reuse, so after the clients held much (a burst of large replies, an attack
