@@ -138,6 +138,32 @@ import Testing
                 "resident memory stayed \((resident - watched.startKiB) / 1024) MiB above its start")
     }
 
+    /// A client that asks for 2.3 MB and reads it slowly is not one to evict: once it reads,
+    /// its replies arrive whole and in request order.
+    @Test func aSlowReaderOfOneLargeMGETGetsItWholeAndInOrder() throws {
+        let watched = try Watched(budget: [])
+        let fd = try rawLoopbackConnection(port: watched.server.port, receiveBuffer: 4096)
+        defer { close(fd) }
+        let ids = (0..<1000).map { "big\($0)" }
+        let requests = Array(("MGET " + ids.joined(separator: " ") + "\nGET big7\nPING\n").utf8)
+        _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        usleep(1_000_000)
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while Array(received.suffix(5)) != Array("PONG\n".utf8) {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw TestFailure("the connection ended after \(received.count) bytes") }
+            received += chunk[0..<n]
+            usleep(200)
+        }
+        let lines = received.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
+        #expect(lines.count == 1003)
+        let name = String(repeating: "n", count: 256), uri = String(repeating: "u", count: 2048)
+        #expect(lines.prefix(1000) == ArraySlice(ids.map { "VALUE \($0) \(name) \(uri)" }))
+        #expect(lines.suffix(3) == ["END", "VALUE big7 \(name) \(uri)", "PONG"])
+        #expect(try watched.stats()["client_evictions"] == 0)
+    }
+
     /// What both attacks must leave: evictions, the clients' memory within the budget (plus the
     /// one connection that went past it), a probe answered throughout, resident memory that
     /// grew by no more than the budget and the probe's share, and, once the attackers leave,
