@@ -1,5 +1,4 @@
 import CLibevent
-import CLinux
 import Glibc
 import ProfileProtocol
 import ProfileStore
@@ -134,16 +133,12 @@ final class MetricsServer {
                 listen(false)
                 return
             }
-            let fd = accept4(listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-            if fd < 0 {
-                let error = errno
-                if error == EINTR || error == ECONNABORTED { continue }
-                if error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM {
-                    exhausted(error)
-                } else if error != EAGAIN && error != EWOULDBLOCK {
-                    Log.warn("metrics accept failed", ["error": String(cString: strerror(error))])
-                }
-                return
+            let fd: Int32
+            switch acceptConnection(listenFD) {
+            case .connection(let accepted): fd = accepted
+            case .drained: return
+            case .exhausted(let error): return exhausted(error)
+            case .failed(let error): return Log.warn("metrics accept failed", ["error": String(cString: strerror(error))])
             }
             accepted()
             let client = MetricsClient(fd: fd, deadline: monotonicNanos() + Self.deadlineSeconds * 1_000_000_000,

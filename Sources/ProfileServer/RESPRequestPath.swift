@@ -293,12 +293,15 @@ extension Worker {
             } else if transaction.commands.count >= RESPTransaction.maxCommands {
                 transaction.fail()
                 respError(.fixed(RESPText.transactionFull), connection)
-            } else if transaction.bytes + RESPTransaction.cost(of: arguments) > RESPTransaction.maxBytes {
-                transaction.fail()
-                respError(.fixed(RESPText.transactionTooLarge), connection)
             } else {
-                transaction.queue(command, arguments)
-                respSimple("QUEUED", connection)
+                let cost = RESPTransaction.cost(of: arguments)
+                if transaction.bytes + cost > RESPTransaction.maxBytes {
+                    transaction.fail()
+                    respError(.fixed(RESPText.transactionTooLarge), connection)
+                } else {
+                    transaction.queue(command, arguments, cost: cost)
+                    respSimple("QUEUED", connection)
+                }
             }
         }
         countPassCommand(command)

@@ -48,11 +48,11 @@ final class RESPTransaction {
         arguments.reduce(0) { $0 + $1.count + argumentOverhead }
     }
 
-    /// Queues a checked command; the caller made sure it fits.
-    func queue(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
+    /// Queues a checked command of `cost(of: arguments)` bytes; the caller made sure it fits.
+    func queue(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, cost: Int) {
         commands.append((command, self.arguments.count, arguments.count))
         for argument in arguments { self.arguments.append(Array(argument)) }
-        bytes += Self.cost(of: arguments)
+        bytes += cost
     }
 
     /// The transaction cannot run: its queue goes at once.

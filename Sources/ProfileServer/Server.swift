@@ -250,15 +250,12 @@ public final class Server {
     fileprivate func acceptReady(_ listener: Listener) {
         // A bounded number per wake-up, so a connect storm cannot starve signal handling.
         for _ in 0..<256 {
-            let fd = accept4(listener.fd, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-            if fd < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
-                    pauseAccepting(errno)
-                } else if errno != EAGAIN && errno != EWOULDBLOCK {
-                    Log.warn("accept failed", ["error": String(cString: strerror(errno))])
-                }
-                return
+            let fd: Int32
+            switch acceptConnection(listener.fd) {
+            case .connection(let accepted): fd = accepted
+            case .drained: return
+            case .exhausted(let error): return pauseAccepting(error)
+            case .failed(let error): return Log.warn("accept failed", ["error": String(cString: strerror(error))])
             }
             acceptsExhausted = false
             let statistics = context.statistics

@@ -1,4 +1,5 @@
 import CLibevent
+import CLinux
 import Glibc
 import UnixSocketAddress
 
@@ -132,4 +133,33 @@ func listenUnix(path: String, backlog: Int32 = 1024) throws(SystemError) -> Int3
 /// Writes all of `bytes` to a non-blocking socket if it can right now; used only for the BUSY refusal.
 func writeBestEffort(_ fd: Int32, _ bytes: StaticString) {
     _ = send(fd, bytes.utf8Start, bytes.utf8CodeUnitCount, Int32(MSG_NOSIGNAL))
+}
+
+/// What one accept on a listening socket gave.
+enum AcceptOutcome {
+    /// A new connection, non-blocking and close-on-exec.
+    case connection(Int32)
+    /// Nothing more is waiting.
+    case drained
+    /// Out of descriptors or memory (errno given): the pending connection stays readable, so
+    /// the caller pauses accepting instead of spinning on it.
+    case exhausted(Int32)
+    /// Another failure (errno given), worth a log line.
+    case failed(Int32)
+}
+
+/// Accepts one connection from `listenFD`, every listener's way; an interrupted call, or a
+/// connection reset before it was taken, is tried again.
+func acceptConnection(_ listenFD: Int32) -> AcceptOutcome {
+    while true {
+        let fd = accept4(listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+        if fd >= 0 { return .connection(fd) }
+        let error = errno
+        switch error {
+        case EINTR, ECONNABORTED: continue
+        case EAGAIN, EWOULDBLOCK: return .drained
+        case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted(error)
+        default: return .failed(error)
+        }
+    }
 }

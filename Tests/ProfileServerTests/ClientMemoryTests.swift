@@ -138,6 +138,26 @@ import Testing
                 "resident memory stayed \((resident - watched.startKiB) / 1024) MiB above its start")
     }
 
+    /// The budget as written on the command line and in the config file: Redis's units, 0 for
+    /// none; STATS says what is in force.
+    @Test(arguments: [("0", 0), ("1gb", 1 << 30), ("300MB", 300 << 20), ("1048576", 1 << 20), ("512k", -1)])
+    func theBudgetTakesRedisSizes(text: String, bytes: Int) throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        writeText(directory + "/profiled.conf", "max-client-memory = \(text)\n")
+        for arguments in [["--max-client-memory", text], ["--config", directory + "/profiled.conf"]] {
+            guard bytes >= 0 else {
+                let refused = try runToCompletion(executable("profiled"), ["--port", "0", "--db", directory + "/p.db"] + arguments)
+                #expect(refused.status == 64 && refused.output.contains("max-client-memory takes 0 or a size of at least 1mb"),
+                        "\(refused.output)")
+                continue
+            }
+            let server = try TestServer(arguments)
+            let stats = Dictionary(uniqueKeysWithValues: try server.connect().stats().map { ($0.name, $0.value) })
+            #expect(stats["client_memory_limit_bytes"] == String(bytes))
+        }
+    }
+
     /// A client that asks for 2.3 MB and reads it slowly is not one to evict: once it reads,
     /// its replies arrive whole and in request order.
     @Test func aSlowReaderOfOneLargeMGETGetsItWholeAndInOrder() throws {

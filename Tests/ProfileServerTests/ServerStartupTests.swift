@@ -9,6 +9,8 @@ import Testing
         for args in [["--bogus"], ["--port"], ["--port", "70000"], ["--cache-mb", "x"], ["--sync", "sometimes"],
                      ["--threads", "0"], ["stray"], ["--allow-insecure-bind=yes"], ["--max-line", "-1"],
                      ["--tokens", "--allow-insecure-bind"], ["--init-schema"], ["--init-schema=yes"],
+                     ["--max-client-memory", "12x"], ["--max-client-memory", "1000"], ["--max-client-memory", "-1mb"],
+                     ["--max-client-memory", "2048gb"],
                      ["--db", "p.sqlite3", "--init-schema"]] {
             let (status, output) = try runToCompletion(executable("profiled"), args)
             #expect(status == 64, "\(args)")
