@@ -41,9 +41,12 @@ let package = Package(
 
         // Byte copies, decimal numbers and comparisons both wire formats write with.
         .target(name: "WireBytes", swiftSettings: hotPath),
-        .target(name: "ProfileProtocol", dependencies: ["WireBytes"], swiftSettings: hotPath),
+        // What a profile is on every front: its fields, their limits, and the roles that may touch it.
+        .target(name: "ProfileModel", dependencies: ["WireBytes"], swiftSettings: hotPath),
+        // The line protocol's codec.
+        .target(name: "ProfileProtocol", dependencies: ["ProfileModel", "WireBytes"], swiftSettings: hotPath),
         // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
-        .target(name: "RESPProtocol", dependencies: ["WireBytes"], swiftSettings: hotPath),
+        .target(name: "RESPProtocol", dependencies: ["ProfileModel", "WireBytes"], swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
         .target(name: "ProfileStore", dependencies: ["CSQLite", "CLinux", "CPrefetch", "CCRC32C", "ProfileSystem", "WireBytes"],
                 swiftSettings: hotPath),
@@ -52,12 +55,12 @@ let package = Package(
         // The shared store: profiles in a PostgreSQL database several servers use at once.
         .target(name: "ProfileStorePostgres", dependencies: ["ProfilePostgres", "ProfileStore", "ProfileSystem"]),
         .target(name: "ProfileServer",
-                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore",
+                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileModel", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore",
                                "ProfileStorePostgres", "UnixSocketAddress", "WireBytes"],
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.
-        .target(name: "ProfileAdmin", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileProtocol"]),
+        .target(name: "ProfileAdmin", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileProtocol", "WireBytes"]),
         .target(name: "ProfileBench", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileProtocol"]),
 
         .executableTarget(name: "profiled", dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore", "ProfileStorePostgres"]),
@@ -67,8 +70,8 @@ let package = Package(
         // Starting the built executables and talking to them, shared by the black-box tests.
         .target(name: "ProfileTestSupport", dependencies: ["ProfileClient"], path: "Tests/ProfileTestSupport"),
         .testTarget(name: "CommandLineFlagsTests", dependencies: ["CommandLineFlags"]),
-        .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileProtocol", "ProfileTestSupport"]),
-        .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol"]),
+        .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileModel", "ProfileProtocol", "ProfileTestSupport", "WireBytes"]),
+        .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol", "ProfileModel"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore", "CSQLite", "ProfileTestSupport"]),
         // Against the throw-away PostgreSQL that Scripts/test starts (PROFILED_TEST_POSTGRES).

@@ -1,5 +1,6 @@
-import ProfileProtocol
 import Glibc
+import ProfileProtocol
+import WireBytes
 
 /// Reads JSON Lines: one object per line with the string fields `userId`,
 /// `name` and `portraitUri`; other fields may hold any JSON value and are

@@ -1,5 +1,6 @@
 import Glibc
 import ProfileProtocol
+import WireBytes
 
 /// The protocol's rules for a profile's three values, checked before a row
 /// leaves profilectl so a bad row never reaches the server and never fails a

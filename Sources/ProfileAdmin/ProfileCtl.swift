@@ -1,6 +1,7 @@
 import Glibc
 import ProfileClient
 import ProfileProtocol
+import WireBytes
 
 /// The profilectl command line: parses the words after the program name,
 /// runs the command and returns its exit code.

@@ -1,3 +1,5 @@
+import WireBytes
+
 /// Where a token's bytes lie in its line buffer.
 @usableFromInline
 struct Span {

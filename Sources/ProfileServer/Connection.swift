@@ -1,5 +1,6 @@
 import CLibevent
 import Glibc
+import ProfileModel
 import ProfileProtocol
 
 /// The protocol a listener speaks, and so every connection it accepted.

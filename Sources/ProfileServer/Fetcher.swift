@@ -1,4 +1,5 @@
 import ProfileCache
+import ProfileModel
 import ProfileProtocol
 import ProfileStore
 import RESPProtocol
@@ -69,10 +70,10 @@ final class ReadJob: @unchecked Sendable {
     }
 
     /// Lookup `index`'s profile, if it has one: views into the job, valid while it lives.
-    func profile(_ index: Int) -> HashValues? {
+    func profile(_ index: Int) -> ProfileValues? {
         guard let found = found[index] else { return nil }
         return values.withUnsafeBytes { bytes in
-            HashValues(name: UnsafeRawBufferPointer(rebasing: bytes[found.name]),
+            ProfileValues(name: UnsafeRawBufferPointer(rebasing: bytes[found.name]),
                        portraitUri: UnsafeRawBufferPointer(rebasing: bytes[found.portraitUri]))
         }
     }

@@ -1,5 +1,6 @@
 import Glibc
 import ProfileCache
+import ProfileModel
 import ProfileProtocol
 import ProfileStore
 import RESPProtocol
@@ -9,95 +10,6 @@ import WireBytes
 // writer and roles as the line protocol. This file decodes RESP requests, checks each command
 // and answers the ones that change nothing; RESPWrites.swift turns the others into write jobs
 // and answers them once committed.
-
-/// One of a profile's two fields, as a hash names it (exact case).
-///
-/// A plain value; any thread may use it.
-enum ProfileField: CaseIterable {
-    case name
-    case portraitUri
-
-    init?(_ bytes: UnsafeRawBufferPointer) {
-        if bytesEqual(bytes, "name") {
-            self = .name
-        } else if bytesEqual(bytes, "portraitUri") {
-            self = .portraitUri
-        } else {
-            return nil
-        }
-    }
-
-    var label: StaticString {
-        switch self {
-        case .name: "name"
-        case .portraitUri: "portraitUri"
-        }
-    }
-
-    /// The most bytes its value may hold (PROTOCOL.md's limits).
-    var limit: Int {
-        switch self {
-        case .name: Limits.name
-        case .portraitUri: Limits.portraitUri
-        }
-    }
-}
-
-/// A profile's values as a RESP reply reads them. An empty field is an absent one.
-///
-/// Views, valid until the next read of the worker (or while the job holding them lives).
-struct HashValues {
-    var name: UnsafeRawBufferPointer
-    var portraitUri: UnsafeRawBufferPointer
-
-    subscript(field: ProfileField) -> UnsafeRawBufferPointer {
-        switch field {
-        case .name: name
-        case .portraitUri: portraitUri
-        }
-    }
-
-    func has(_ field: ProfileField) -> Bool { self[field].count > 0 }
-
-    var fieldCount: Int { (name.count > 0 ? 1 : 0) + (portraitUri.count > 0 ? 1 : 0) }
-}
-
-/// Why a command cannot run: its error reply, without the leading `-`.
-///
-/// A plain value; the worker that made it uses it.
-enum RESPProblem {
-    case fixed(StaticString)
-    case made([UInt8])
-
-    static func text(_ parts: [UnsafeRawBufferPointer]) -> RESPProblem {
-        .made(parts.flatMap { Array($0) })
-    }
-}
-
-/// Redis's texts, and profiled's own for what Redis does not have.
-enum RESPText {
-    static let noAuth: StaticString = "NOAUTH Authentication required."
-    static let wrongPass: StaticString = "WRONGPASS invalid username-password pair or user is disabled."
-    static let syntax: StaticString = "ERR syntax error"
-    static let notInteger: StaticString = "ERR value is not an integer or out of range"
-    static let dbIndex: StaticString = "ERR DB index is out of range"
-    static let execWithoutMulti: StaticString = "ERR EXEC without MULTI"
-    static let discardWithoutMulti: StaticString = "ERR DISCARD without MULTI"
-    static let nestedMulti: StaticString = "ERR MULTI calls can not be nested"
-    static let execAbort: StaticString = "EXECABORT Transaction discarded because of previous errors."
-    static let watchInMulti: StaticString = "ERR WATCH inside MULTI is not allowed"
-    static let watchUnsupported: StaticString =
-        "ERR WATCH is not supported: the writes of a MULTI ... EXEC commit together, all or nothing"
-    static let noProto: StaticString = "NOPROTO unsupported protocol version"
-    static let protocolVersion: StaticString = "ERR Protocol version is not an integer or out of range"
-    static let invalidCursor: StaticString = "ERR invalid cursor"
-    static let clientName: StaticString = "ERR Client names cannot contain spaces, newlines or special characters."
-    static let tooMany: StaticString = "ERR too many keys or fields: at most 1000 in one command"
-    static let transactionFull: StaticString = "ERR a transaction holds at most 1000 commands"
-    static let transactionTooLarge: StaticString = "ERR a transaction holds at most 4 MiB of queued commands"
-    static let maxClients: StaticString = "ERR max number of clients reached"
-    static let scanInSharedTransaction: StaticString = "ERR SCAN cannot be queued in a transaction over a shared store (--postgres)"
-}
 
 extension Worker {
     // MARK: Requests
@@ -161,7 +73,7 @@ extension Worker {
             out.count += RESPEncoder.writeUnknownCommand(arguments, to: out.end)
             return true
         }
-        if !Self.arityAllows(command, arguments.count) {
+        if !command.arityAllows(arguments.count) {
             if waiting { return false }
             session.transaction?.fail()
             counters.errors += 1
@@ -172,7 +84,7 @@ extension Worker {
         if command.requiredRole > connection.role {
             if waiting { return false }
             session.transaction?.fail()
-            respError(connection.role == .none ? .fixed(RESPText.noAuth) : Self.noPermission(command), connection)
+            respError(connection.role == .none ? .fixed(RESPText.noAuth) : command.noPermission, connection)
             return true
         }
         if let transaction = session.transaction {
@@ -194,7 +106,7 @@ extension Worker {
         case _ where command.isWrite:
             // A write that cannot run is answered now, so it waits for the writes before it.
             if readsWaiting { return false }
-            if let problem = checkWrite(command, arguments) {
+            if let problem = context.respKeyspace.checkWrite(command, arguments) {
                 if waiting { return false }
                 respError(problem, connection)
                 return true
@@ -222,11 +134,11 @@ extension Worker {
                                  _ connection: Connection) -> Bool {
         guard context.shared == nil, out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
               connection.heldReplies.byteCount < context.configuration.outputHighWater,
-              checkRead(command, arguments) == nil else { return false }
+              context.respKeyspace.checkRead(command, arguments) == nil else { return false }
         let keys = command == .exists ? arguments.count - 1 : 1
         for index in 1...keys {
             // A key that names no profile is never written.
-            if let userId = userId(ofKey: arguments[index]), writesInFlight(touch: userId, on: connection) { return false }
+            if let userId = context.respKeyspace.userId(ofKey: arguments[index]), writesInFlight(touch: userId, on: connection) { return false }
         }
         holdReply(on: connection) { executeRESP(command, arguments, connection) }
         countPassCommand(command)
@@ -280,7 +192,7 @@ extension Worker {
             respSimple("OK", connection)
             connection.phase = .closing
         default:
-            var problem = command.isWrite ? checkWrite(command, arguments) : checkRead(command, arguments)
+            var problem = command.isWrite ? context.respKeyspace.checkWrite(command, arguments) : context.respKeyspace.checkRead(command, arguments)
             if command == .scan && context.shared != nil {
                 problem = .fixed(RESPText.scanInSharedTransaction)
             }
@@ -317,126 +229,6 @@ extension Worker {
         passVerbsSeen |= 1 << verb.rawValue
     }
 
-    /// Redis's arity rule, with HSET's and HMSET's field-value pairs.
-    static func arityAllows(_ command: RESPCommandName, _ count: Int) -> Bool {
-        let arity = command.arity
-        guard arity >= 0 ? count == arity : count >= -arity else { return false }
-        switch command {
-        case .hset, .hmset: return count % 2 == 0
-        default: return true
-        }
-    }
-
-    static func noPermission(_ command: RESPCommandName) -> RESPProblem {
-        let name = command.name
-        return .text([raw("NOPERM User default has no permissions to run the '"),
-                      UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), raw("' command")])
-    }
-
-    // MARK: Checking
-
-    /// The userId a key names, or nil when it names none: without `--resp-key-prefix`'s
-    /// prefix, or not a userId (1 to 128 bytes of UTF-8 without NUL).
-    func userId(ofKey key: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        let prefix = context.configuration.respKeyPrefix
-        guard key.count > prefix.count else { return nil }
-        if !prefix.isEmpty {
-            let matches = prefix.withUnsafeBytes { memcmp($0.baseAddress!, key.baseAddress!, prefix.count) == 0 }
-            guard matches else { return nil }
-        }
-        let id = UnsafeRawBufferPointer(rebasing: key[prefix.count...])
-        guard id.count <= Limits.userId, memchr(id.baseAddress!, 0, id.count) == nil,
-              isValidUTF8(id.baseAddress!, count: id.count) else { return nil }
-        return id
-    }
-
-    private func invalidKey(_ key: UnsafeRawBufferPointer) -> RESPProblem {
-        let prefix = context.configuration.respKeyPrefix
-        var text = Array("ERR invalid key '".utf8) + Array(key.prefix(64)) + Array("': a profile's key is ".utf8)
-        if !prefix.isEmpty { text += Array("the prefix '".utf8) + prefix + Array("' and then ".utf8) }
-        text += Array("a userId of 1 to 128 bytes of UTF-8 without NUL".utf8)
-        return .made(text)
-    }
-
-    private func unknownField(_ field: UnsafeRawBufferPointer) -> RESPProblem {
-        .made(Array("ERR unknown profile field '".utf8) + Array(field.prefix(128))
-              + Array("' (fields are name and portraitUri)".utf8))
-    }
-
-    /// Checks the fields named from argument `first` on, `stride` apart.
-    private func checkFields(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, from first: Int,
-                             stride: Int) -> RESPProblem? {
-        var index = first
-        while index < arguments.count {
-            if ProfileField(arguments[index]) == nil { return unknownField(arguments[index]) }
-            index += stride
-        }
-        return nil
-    }
-
-    private func checkValue(_ value: UnsafeRawBufferPointer, of field: ProfileField) -> RESPProblem? {
-        if value.count > field.limit {
-            let label = field.label
-            return .made(Array("ERR the value of '".utf8) + Array(UnsafeRawBufferPointer(start: label.utf8Start, count: label.utf8CodeUnitCount))
-                         + Array("' is over \(field.limit) bytes".utf8))
-        }
-        if value.count > 0 && (memchr(value.baseAddress!, 0, value.count) != nil || !isValidUTF8(value.baseAddress!, count: value.count)) {
-            let label = field.label
-            return .made(Array("ERR the value of '".utf8) + Array(UnsafeRawBufferPointer(start: label.utf8Start, count: label.utf8CodeUnitCount))
-                         + Array("' is not UTF-8 without NUL".utf8))
-        }
-        return nil
-    }
-
-    /// What stops a command that changes nothing from being queued in a transaction: only
-    /// unknown fields and counts over the limit (a key that names no profile reads as absent).
-    func checkRead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> RESPProblem? {
-        switch command {
-        case .hget, .hexists, .hstrlen:
-            return checkFields(arguments, from: 2, stride: 1)
-        case .hmget:
-            if arguments.count - 2 > Limits.maxIds { return .fixed(RESPText.tooMany) }
-            return checkFields(arguments, from: 2, stride: 1)
-        case .exists:
-            return arguments.count - 1 > Limits.maxIds ? .fixed(RESPText.tooMany) : nil
-        default:
-            return nil
-        }
-    }
-
-    /// What stops a write: a key that names no profile, an unknown field, a value over its
-    /// limit or not UTF-8 without NUL, too many keys or fields, or a bad option.
-    func checkWrite(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> RESPProblem? {
-        switch command {
-        case .hset, .hmset, .hsetnx:
-            if command != .hsetnx && (arguments.count - 2) / 2 > Limits.maxIds { return .fixed(RESPText.tooMany) }
-            if userId(ofKey: arguments[1]) == nil { return invalidKey(arguments[1]) }
-            var index = 2
-            while index + 1 < arguments.count {
-                guard let field = ProfileField(arguments[index]) else { return unknownField(arguments[index]) }
-                if let problem = checkValue(arguments[index + 1], of: field) { return problem }
-                index += 2
-            }
-            return nil
-        case .hdel:
-            if arguments.count - 2 > Limits.maxIds { return .fixed(RESPText.tooMany) }
-            if userId(ofKey: arguments[1]) == nil { return invalidKey(arguments[1]) }
-            return checkFields(arguments, from: 2, stride: 1)
-        case .del, .unlink:
-            if arguments.count - 1 > Limits.maxIds { return .fixed(RESPText.tooMany) }
-            for key in arguments.dropFirst() where userId(ofKey: key) == nil { return invalidKey(key) }
-            return nil
-        case .flushall, .flushdb:
-            if arguments.count > 2 { return .fixed(RESPText.syntax) }
-            if arguments.count == 2 && !RESPKeyword.matches(arguments[1], "ASYNC") && !RESPKeyword.matches(arguments[1], "SYNC") {
-                return .fixed(RESPText.syntax)
-            }
-            return nil
-        default:
-            return nil
-        }
-    }
-
     // MARK: Commands that change nothing
 
     /// Runs a command that goes to no writer: at once, or at its turn in an EXEC's answer.
@@ -453,7 +245,7 @@ extension Worker {
                                    lookups: [], keyPrefix: 0, tickets: [], connection)
             }
             if command == .scan { return scan(arguments, connection) }
-            if let problem = checkRead(command, arguments) { return respError(problem, connection) }
+            if let problem = context.respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
             return fetchRESP(command, arguments, connection)
         }
         switch command {
@@ -477,7 +269,7 @@ extension Worker {
             if arguments.count > 3 { return respError(.fixed(RESPText.syntax), connection) }
             authenticateRESP(arguments[arguments.count - 1], connection)
         case .select:
-            guard let index = Self.integer(arguments[1]) else { return respError(.fixed(RESPText.notInteger), connection) }
+            guard let index = RESPArgument.integer(arguments[1]) else { return respError(.fixed(RESPText.notInteger), connection) }
             if index == 0 { respSimple("OK", connection) } else { respError(.fixed(RESPText.dbIndex), connection) }
         case .quit:
             respSimple("OK", connection)
@@ -505,7 +297,7 @@ extension Worker {
         case .unwatch:
             respSimple("OK", connection)
         case .exists:
-            if let problem = checkRead(command, arguments) { return respError(problem, connection) }
+            if let problem = context.respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
             let mark = Mark(self, connection)
             let countersBefore = counters
             do {
@@ -521,7 +313,7 @@ extension Worker {
                 failRESP(since: mark, on: connection, error)
             }
         case _ where command.readsKey:
-            if let problem = checkRead(command, arguments) { return respError(problem, connection) }
+            if let problem = context.respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
             let countersBefore = counters
             do {
                 let values = try readProfile(arguments[1])
@@ -539,39 +331,13 @@ extension Worker {
         }
     }
 
-    /// A decimal argument as Redis's `string2ll` reads it, or nil.
-    static func integer(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        guard bytes.count > 0, bytes.count <= 20 else { return nil }
-        var negative = false
-        var index = 0
-        if bytes[0] == UInt8(ascii: "-") {
-            negative = true
-            index = 1
-            guard bytes.count > 1 else { return nil }
-        }
-        if bytes[index] == UInt8(ascii: "0") && bytes.count > index + 1 { return nil }
-        var value = 0
-        while index < bytes.count {
-            let digit = bytes[index] &- UInt8(ascii: "0")
-            guard digit < 10 else { return nil }
-            let (times, overflowTimes) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflowSum) = negative ? times.subtractingReportingOverflow(Int(digit))
-                : times.addingReportingOverflow(Int(digit))
-            guard !overflowTimes && !overflowSum else { return nil }
-            value = sum
-            index += 1
-        }
-        if negative && value == 0 { return nil }
-        return value
-    }
-
     /// A key's profile, from the cache, else the store (which then fills the cache); nil when
     /// the key names no profile. The values are copied to the worker's field scratch, valid
     /// until the next read.
     /// - Throws: the store's error.
-    func readProfile(_ key: UnsafeRawBufferPointer) throws -> HashValues? {
+    func readProfile(_ key: UnsafeRawBufferPointer) throws -> ProfileValues? {
         counters.getLookups += 1
-        guard let userId = userId(ofKey: key) else {
+        guard let userId = context.respKeyspace.userId(ofKey: key) else {
             counters.getMisses += 1
             return nil
         }
@@ -601,7 +367,7 @@ extension Worker {
             counters.cacheMisses += 1
             try beginReadTransaction()
             let valueLines = valueScratch
-            return try reader!.lookup(userId) { row -> HashValues? in
+            return try reader!.lookup(userId) { row -> ProfileValues? in
                 guard let row else {
                     context.cache.fill(userId, profile: nil, ticket: ticket)
                     counters.getMisses += 1
@@ -615,22 +381,22 @@ extension Worker {
     }
 
     private enum CacheLookupResult {
-        case hit(HashValues)
+        case hit(ProfileValues)
         case absent
         case miss(FillTicket)
     }
 
     private static func copy(_ name: UnsafeRawBufferPointer, _ portraitUri: UnsafeRawBufferPointer,
-                             to scratch: UnsafeMutableRawPointer) -> HashValues {
+                             to scratch: UnsafeMutableRawPointer) -> ProfileValues {
         if name.count > 0 { scratch.copyMemory(from: name.baseAddress!, byteCount: name.count) }
         if portraitUri.count > 0 { (scratch + name.count).copyMemory(from: portraitUri.baseAddress!, byteCount: portraitUri.count) }
-        return HashValues(name: UnsafeRawBufferPointer(start: scratch, count: name.count),
+        return ProfileValues(name: UnsafeRawBufferPointer(start: scratch, count: name.count),
                           portraitUri: UnsafeRawBufferPointer(start: scratch + name.count, count: portraitUri.count))
     }
 
     /// The reply of a command that reads one key's profile, from its values (nil: no profile).
     func writeKeyRead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                      _ values: HashValues?, _ connection: Connection) {
+                      _ values: ProfileValues?, _ connection: Connection) {
         switch command {
         case .hget:
             respField(values, ProfileField(arguments[2])!, connection)
@@ -664,7 +430,7 @@ extension Worker {
         }
     }
 
-    private func respField(_ values: HashValues?, _ field: ProfileField, _ connection: Connection) {
+    private func respField(_ values: ProfileValues?, _ field: ProfileField, _ connection: Connection) {
         if let values, values.has(field) { respBulk(values[field], connection) } else { respNull(connection) }
     }
 
@@ -687,7 +453,7 @@ extension Worker {
         let session = connection.resp!
         var version = session.version
         if arguments.count >= 2 {
-            guard let asked = Self.integer(arguments[1]) else { return respError(.fixed(RESPText.protocolVersion), connection) }
+            guard let asked = RESPArgument.integer(arguments[1]) else { return respError(.fixed(RESPText.protocolVersion), connection) }
             guard asked == 2 || asked == 3 else { return respError(.fixed(RESPText.noProto), connection) }
             version = asked == 3 ? .resp3 : .resp2
         }
@@ -704,7 +470,7 @@ extension Worker {
                 name = arguments[index + 1]
                 index += 2
             } else {
-                return respError(.text([raw("ERR Syntax error in HELLO option '"), option, raw("'")]), connection)
+                return respError(.text([textBytes("ERR Syntax error in HELLO option '"), option, textBytes("'")]), connection)
             }
         }
         if let token {
@@ -717,7 +483,7 @@ extension Worker {
             }
         }
         if let name {
-            guard Self.isClientName(name) else { return respError(.fixed(RESPText.clientName), connection) }
+            guard RESPArgument.isClientName(name) else { return respError(.fixed(RESPText.clientName), connection) }
             session.name = name.count > 0 ? Array(name) : nil
         }
         session.version = version
@@ -731,11 +497,6 @@ extension Worker {
         respBulk("modules", connection); respArrayHeader(0, connection)
     }
 
-    /// Redis's rule: no byte below `!` or above `~`.
-    private static func isClientName(_ name: UnsafeRawBufferPointer) -> Bool {
-        name.allSatisfy { $0 >= UInt8(ascii: "!") && $0 <= UInt8(ascii: "~") }
-    }
-
     private func client(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
         let session = connection.resp!
         let sub = arguments[1]
@@ -746,7 +507,7 @@ extension Worker {
         }
         if RESPKeyword.matches(sub, "SETNAME") {
             guard arguments.count == 3 else { return wrongCount("setname") }
-            guard Self.isClientName(arguments[2]) else { return respError(.fixed(RESPText.clientName), connection) }
+            guard RESPArgument.isClientName(arguments[2]) else { return respError(.fixed(RESPText.clientName), connection) }
             session.name = arguments[2].count > 0 ? Array(arguments[2]) : nil
             respSimple("OK", connection)
         } else if RESPKeyword.matches(sub, "GETNAME") {
@@ -758,7 +519,7 @@ extension Worker {
         } else if RESPKeyword.matches(sub, "SETINFO") {
             guard arguments.count == 4 else { return wrongCount("setinfo") }
             guard RESPKeyword.matches(arguments[2], "LIB-NAME") || RESPKeyword.matches(arguments[2], "LIB-VER") else {
-                return respError(.text([raw("ERR Unrecognized option '"), arguments[2], raw("'")]), connection)
+                return respError(.text([textBytes("ERR Unrecognized option '"), arguments[2], textBytes("'")]), connection)
             }
             respSimple("OK", connection)
         } else {
@@ -883,7 +644,7 @@ extension Worker {
             if RESPKeyword.matches(option, "MATCH") {
                 // Read when answering.
             } else if RESPKeyword.matches(option, "COUNT") {
-                guard let n = Self.integer(arguments[index + 1]) else { return .failure(ScanProblem(problem: .fixed(RESPText.notInteger))) }
+                guard let n = RESPArgument.integer(arguments[index + 1]) else { return .failure(ScanProblem(problem: .fixed(RESPText.notInteger))) }
                 guard n >= 1 else { return .failure(ScanProblem(problem: .fixed(RESPText.syntax))) }
                 limit = min(n, Limits.maxCount)
             } else if RESPKeyword.matches(option, "TYPE") {
@@ -1005,65 +766,4 @@ extension Worker {
         reserve(RESPEncoder.mapHeaderCount(pairs, version), connection)
         out.count += RESPEncoder.writeMapHeader(pairs, version, to: out.end)
     }
-}
-
-/// A fixed text's bytes.
-func raw(_ text: StaticString) -> UnsafeRawBufferPointer {
-    UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
-}
-
-/// Redis's `stringmatchlen`: `*`, `?`, `[...]` (with `^` and ranges) and `\` escapes.
-func globMatches(_ pattern: UnsafeRawBufferPointer, _ text: UnsafeRawBufferPointer, ignoringCase: Bool) -> Bool {
-    func lower(_ b: UInt8) -> UInt8 { ignoringCase && b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
-    func match(_ p: Int, _ t: Int) -> Bool {
-        var p = p, t = t
-        while p < pattern.count {
-            switch pattern[p] {
-            case UInt8(ascii: "*"):
-                while p + 1 < pattern.count && pattern[p + 1] == UInt8(ascii: "*") { p += 1 }
-                if p + 1 == pattern.count { return true }
-                while t <= text.count {
-                    if match(p + 1, t) { return true }
-                    t += 1
-                }
-                return false
-            case UInt8(ascii: "?"):
-                guard t < text.count else { return false }
-                t += 1
-            case UInt8(ascii: "["):
-                guard t < text.count else { return false }
-                p += 1
-                let negate = p < pattern.count && pattern[p] == UInt8(ascii: "^")
-                if negate { p += 1 }
-                var matched = false
-                while p < pattern.count && pattern[p] != UInt8(ascii: "]") {
-                    if pattern[p] == UInt8(ascii: "\\") && p + 1 < pattern.count {
-                        p += 1
-                        if lower(pattern[p]) == lower(text[t]) { matched = true }
-                    } else if p + 2 < pattern.count && pattern[p + 1] == UInt8(ascii: "-") {
-                        var start = lower(pattern[p]), end = lower(pattern[p + 2])
-                        if start > end { swap(&start, &end) }
-                        if lower(text[t]) >= start && lower(text[t]) <= end { matched = true }
-                        p += 2
-                    } else if lower(pattern[p]) == lower(text[t]) {
-                        matched = true
-                    }
-                    p += 1
-                }
-                if p == pattern.count { p -= 1 }  // an unclosed class ends the pattern
-                if matched == negate { return false }
-                t += 1
-            case UInt8(ascii: "\\") where p + 1 < pattern.count:
-                p += 1
-                guard t < text.count, lower(pattern[p]) == lower(text[t]) else { return false }
-                t += 1
-            default:
-                guard t < text.count, lower(pattern[p]) == lower(text[t]) else { return false }
-                t += 1
-            }
-            p += 1
-        }
-        return t == text.count
-    }
-    return match(0, 0)
 }

@@ -65,47 +65,6 @@ final class RESPTransaction {
 }
 
 extension RESPCommandName {
-    /// Redis's arity: n means exactly n arguments, the name included; -n at least n.
-    var arity: Int {
-        switch self {
-        case .ping, .hello, .quit, .info, .command, .flushall, .flushdb: -1
-        case .dbsize, .multi, .exec, .discard, .unwatch: 1
-        case .echo, .select, .hgetall, .hlen, .hkeys, .hvals, .type, .ttl, .pttl: 2
-        case .auth, .client, .del, .unlink, .exists, .scan, .watch: -2
-        case .hget, .hexists, .hstrlen: 3
-        case .config, .hmget, .hdel: -3
-        case .hset, .hmset: -4
-        case .hsetnx: 4
-        }
-    }
-
-    /// The least role allowed to run it: `read` for everything that changes nothing.
-    var requiredRole: Role {
-        switch self {
-        case .ping, .hello, .auth, .quit: .none
-        case .hset, .hmset, .hsetnx, .hdel, .del, .unlink: .write
-        case .flushall, .flushdb: .admin
-        default: .read
-        }
-    }
-
-    /// Whether it changes stored data, and so goes to the writer.
-    var isWrite: Bool {
-        switch self {
-        case .hset, .hmset, .hsetnx, .hdel, .del, .unlink, .flushall, .flushdb: true
-        default: false
-        }
-    }
-
-    /// Whether its reply depends on one key's profile: inside a transaction it reads the
-    /// profile as the writes queued before it left it.
-    var readsKey: Bool {
-        switch self {
-        case .hget, .hmget, .hgetall, .hexists, .hlen, .hstrlen, .hkeys, .hvals, .type, .ttl, .pttl: true
-        default: false
-        }
-    }
-
     /// The line protocol's command whose STATS counters and latency histogram it shares:
     /// lookups count as GET, hash writes as SET or UPDATE, a transaction as MSET (writes
     /// committed together), and commands about the connection as PING.

@@ -1,3 +1,4 @@
+import ProfileModel
 import ProfileProtocol
 import ProfileStore
 import RESPProtocol
@@ -112,11 +113,11 @@ final class RESPWrite {
     }
 
     /// A read's values, as the commit found them; nil when there was no profile.
-    func values(ofRead index: Int) -> HashValues? {
+    func values(ofRead index: Int) -> ProfileValues? {
         let result = results[index]
         guard result.before.exists else { return nil }
         return readValues.withUnsafeBytes { bytes in
-            HashValues(name: UnsafeRawBufferPointer(rebasing: bytes[result.name]),
+            ProfileValues(name: UnsafeRawBufferPointer(rebasing: bytes[result.name]),
                        portraitUri: UnsafeRawBufferPointer(rebasing: bytes[result.portraitUri]))
         }
     }
@@ -134,7 +135,7 @@ extension Worker {
     func submitRESPWrite(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                          _ connection: Connection) {
         let write = RESPWrite(isTransaction: false, keyPrefixLength: context.configuration.respKeyPrefix.count)
-        write.add(command, first: 0, count: arguments.count, argument: { arguments[$0] }, names: { self.userId(ofKey: $0) != nil })
+        write.add(command, first: 0, count: arguments.count, argument: { arguments[$0] }, names: { self.context.respKeyspace.userId(ofKey: $0) != nil })
         submit(WriteJob(connection: connection, request: .resp(write), verb: command.verb, arguments: arguments.count) {
             arguments[$0]
         }, connection)
@@ -159,7 +160,7 @@ extension Worker {
         }
         for queued in transaction.commands {
             write.add(queued.command, first: queued.first, count: queued.count, argument: { job.argument($0) },
-                      names: { self.userId(ofKey: $0) != nil })
+                      names: { self.context.respKeyspace.userId(ofKey: $0) != nil })
         }
         submit(job, connection)
     }

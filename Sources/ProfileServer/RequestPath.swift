@@ -1,6 +1,7 @@
 import CLibevent
 import Glibc
 import ProfileCache
+import ProfileModel
 import ProfileProtocol
 import ProfileStore
 import WireBytes

@@ -1,5 +1,6 @@
 import ProfileCache
 import ProfileStore
+import RESPProtocol
 import Synchronization
 
 /// What every worker shares: configuration, cache, store, writer, tokens and counters.
@@ -29,6 +30,8 @@ final class ServerContext: Sendable {
     let loops: LoopLoads
     /// RESP's SCAN cursors, shared: a scan may go on over any connection.
     let scanCursors = ScanCursors()
+    /// How RESP keys name profiles (`--resp-key-prefix`).
+    let respKeyspace: RESPKeyspace
     /// The port the RESP listener got (INFO's `tcp_port`); set once it is bound.
     let respPortBound = Atomic<Int>(0)
 
@@ -36,6 +39,7 @@ final class ServerContext: Sendable {
          writers: [WriteCoordinator], tokens: TokenRegistry,
          statistics: ServerStatistics, workerCount: Int, fetcher: FetchCoordinator? = nil) {
         self.configuration = configuration
+        respKeyspace = RESPKeyspace(prefix: configuration.respKeyPrefix)
         self.cache = cache
         self.store = store
         precondition(!writers.isEmpty, "a server has a writer")

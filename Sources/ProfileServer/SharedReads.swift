@@ -1,4 +1,5 @@
 import ProfileCache
+import ProfileModel
 import ProfileProtocol
 import ProfileStore
 import RESPProtocol
@@ -145,7 +146,7 @@ extension Worker {
     func fetchRESP(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                    _ connection: Connection) {
         let keys = command == .exists ? Array(1..<arguments.count) : [1]
-        let lookups = keys.filter { userId(ofKey: arguments[$0]) != nil }
+        let lookups = keys.filter { context.respKeyspace.userId(ofKey: arguments[$0]) != nil }
         let prefix = context.configuration.respKeyPrefix.count
         submitFetch(.resp(command), verb: command.verb, arguments: arguments.count, argument: { arguments[$0] },
                     lookups: lookups, keyPrefix: prefix,

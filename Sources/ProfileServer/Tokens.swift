@@ -1,4 +1,5 @@
 import Glibc
+import ProfileModel
 import ProfileProtocol
 import Synchronization
 

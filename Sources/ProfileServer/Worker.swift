@@ -1,9 +1,10 @@
 import CLibevent
 import Glibc
-import ProfileSystem
 import ProfileCache
+import ProfileModel
 import ProfileProtocol
 import ProfileStore
+import ProfileSystem
 import RESPProtocol
 
 /// What other threads tell a worker, through its inbox and doorbell.

@@ -21,6 +21,12 @@ public func copyBytes(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawP
     return bytes.count
 }
 
+/// A fixed text's bytes, for the calls that take any bytes.
+@inlinable @inline(__always)
+public func textBytes(_ text: StaticString) -> UnsafeRawBufferPointer {
+    UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+}
+
 /// Whether `bytes` holds exactly the bytes of `text`, without allocating.
 @inlinable @inline(__always)
 public func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {

@@ -1,5 +1,6 @@
 @testable import ProfileProtocol
 import Testing
+import WireBytes
 
 private func tokens(_ line: String) -> [[UInt8]]? {
     try? tokenize(bytes(line)).get()

@@ -1,3 +1,4 @@
+import ProfileModel
 @testable import ProfileProtocol
 import Testing
 

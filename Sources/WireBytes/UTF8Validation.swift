@@ -1,8 +1,8 @@
 /// Whether `count` bytes at `start` are well-formed UTF-8: no overlong forms, no
 /// surrogates, nothing above U+10FFFF (Unicode's table 3-7). NUL is checked elsewhere.
 ///
-/// Runs of ASCII are skipped eight bytes at a time. Public for the admin tools, which check
-/// import rows by the same rule before they reach a server.
+/// Runs of ASCII are skipped eight bytes at a time. Both wire formats check values with it,
+/// and the admin tools check import rows by the same rule before they reach a server.
 public func isValidUTF8(_ start: UnsafeRawPointer, count: Int) -> Bool {
     var i = 0
     while i < count {
