@@ -106,7 +106,7 @@ extension Worker {
         case _ where command.isWrite:
             // A write that cannot run is answered now, so it waits for the writes before it.
             if readsWaiting { return false }
-            if let problem = context.respKeyspace.checkWrite(command, arguments) {
+            if let problem = respKeyspace.checkWrite(command, arguments) {
                 if waiting { return false }
                 respError(problem, connection)
                 return true
@@ -134,11 +134,11 @@ extension Worker {
                                  _ connection: Connection) -> Bool {
         guard context.shared == nil, out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
               connection.heldReplies.byteCount < context.configuration.outputHighWater,
-              context.respKeyspace.checkRead(command, arguments) == nil else { return false }
+              respKeyspace.checkRead(command, arguments) == nil else { return false }
         let keys = command == .exists ? arguments.count - 1 : 1
         for index in 1...keys {
             // A key that names no profile is never written.
-            if let userId = context.respKeyspace.userId(ofKey: arguments[index]), writesInFlight(touch: userId, on: connection) { return false }
+            if let userId = respKeyspace.userId(ofKey: arguments[index]), writesInFlight(touch: userId, on: connection) { return false }
         }
         holdReply(on: connection) { executeRESP(command, arguments, connection) }
         countPassCommand(command)
@@ -192,7 +192,7 @@ extension Worker {
             respSimple("OK", connection)
             connection.phase = .closing
         default:
-            var problem = command.isWrite ? context.respKeyspace.checkWrite(command, arguments) : context.respKeyspace.checkRead(command, arguments)
+            var problem = command.isWrite ? respKeyspace.checkWrite(command, arguments) : respKeyspace.checkRead(command, arguments)
             if command == .scan && context.shared != nil {
                 problem = .fixed(RESPText.scanInSharedTransaction)
             }
@@ -245,7 +245,7 @@ extension Worker {
                                    lookups: [], keyPrefix: 0, tickets: [], connection)
             }
             if command == .scan { return scan(arguments, connection) }
-            if let problem = context.respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
+            if let problem = respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
             return fetchRESP(command, arguments, connection)
         }
         switch command {
@@ -297,7 +297,7 @@ extension Worker {
         case .unwatch:
             respSimple("OK", connection)
         case .exists:
-            if let problem = context.respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
+            if let problem = respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
             let mark = Mark(self, connection)
             let countersBefore = counters
             do {
@@ -313,11 +313,18 @@ extension Worker {
                 failRESP(since: mark, on: connection, error)
             }
         case _ where command.readsKey:
-            if let problem = context.respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
+            if let problem = respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
             let countersBefore = counters
             do {
-                let values = try readProfile(arguments[1])
-                writeKeyRead(command, arguments, values, connection)
+                if command == .hgetall {
+                    // Room first, so the reply is written from the cached entry itself.
+                    reserve(Self.respHeldReplyRoom(command, arguments.count), connection)
+                    let version = connection.resp!.version
+                    let end = out.end
+                    out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
+                } else {
+                    writeKeyRead(command, arguments, try readProfile(arguments[1]), connection)
+                }
             } catch let reason as NeedsFetch {
                 counters = countersBefore
                 if reason == .leaseExpired { counters.leaseExpiredReads += 1 }
@@ -336,53 +343,69 @@ extension Worker {
     /// until the next read.
     /// - Throws: the store's error.
     func readProfile(_ key: UnsafeRawBufferPointer) throws -> ProfileValues? {
+        let scratch = fieldScratch
+        return try withProfile(key) { values in values.map { Self.copy($0.name, $0.portraitUri, to: scratch) } }
+    }
+
+    /// Hands a key's profile to `use` (nil when the key names none): on a cache hit, views of
+    /// the cached entry, under its shard's lock, so `use` must only write into room already
+    /// reserved; else the store's row, once it has filled the cache. The views are valid only
+    /// during `use`.
+    /// - Throws: the store's error, or `NeedsFetch`; `use` has not run then.
+    func withProfile<R>(_ key: UnsafeRawBufferPointer, _ use: (ProfileValues?) -> R) throws -> R {
         counters.getLookups += 1
-        guard let userId = context.respKeyspace.userId(ofKey: key) else {
+        guard let userId = respKeyspace.possibleUserId(ofKey: key) else {
             counters.getMisses += 1
-            return nil
+            return use(nil)
         }
         if let shared = context.shared, !shared.cacheMayAnswer(at: passStart) { throw NeedsFetch.leaseExpired }
-        let scratch = fieldScratch
-        let found: CacheLookupResult = context.cache.lookup(userId) { outcome in
+        // The closure touches nothing of the worker: it runs under the shard's lock.
+        let found: CacheLookupResult<R> = cache.lookup(userId) { outcome in
             switch outcome {
-            case .hit(let profile):
-                return .hit(Self.copy(profile.name, profile.portraitUri, to: scratch))
-            case .absent:
-                return .absent
-            case .miss(let ticket):
-                return .miss(ticket)
+            case .hit(let profile): .hit(use(ProfileValues(name: profile.name, portraitUri: profile.portraitUri)))
+            case .absent: .absent(use(nil))
+            case .miss(let ticket): .miss(ticket)
             }
         }
+        let ticket: FillTicket
         switch found {
-        case .hit(let values):
+        case .hit(let answered):
             counters.cacheHits += 1
             counters.getHits += 1
-            return values
-        case .absent:
+            return answered
+        case .absent(let answered):
             counters.cacheHits += 1
             counters.getMisses += 1
-            return nil
-        case .miss(let ticket):
-            if context.shared != nil { throw NeedsFetch.miss }
-            counters.cacheMisses += 1
-            try beginReadTransaction()
-            let valueLines = valueScratch
-            return try reader!.lookup(userId) { row -> ProfileValues? in
-                guard let row else {
-                    context.cache.fill(userId, profile: nil, ticket: ticket)
-                    counters.getMisses += 1
-                    return nil
-                }
-                counters.getHits += 1
-                context.cache.fill(userId, profile: encodeForCache(row, at: valueLines), ticket: ticket)
-                return Self.copy(row.name, row.portraitUri, to: scratch)
+            return answered
+        case .miss(let missed):
+            ticket = missed
+        }
+        // The cache holds only userIds; what it does not know is checked before the store is asked.
+        guard RESPKeyspace.isUserId(userId) else {
+            counters.getMisses += 1
+            return use(nil)
+        }
+        if context.shared != nil { throw NeedsFetch.miss }
+        counters.cacheMisses += 1
+        try beginReadTransaction()
+        let valueLines = valueScratch
+        return try reader!.lookup(userId) { row -> R in
+            guard let row else {
+                context.cache.fill(userId, profile: nil, ticket: ticket)
+                counters.getMisses += 1
+                return use(nil)
             }
+            counters.getHits += 1
+            let encoded = encodeForCache(row, at: valueLines)
+            context.cache.fill(userId, profile: encoded, ticket: ticket)
+            return use(ProfileValues(name: encoded.name, portraitUri: encoded.portraitUri))
         }
     }
 
-    private enum CacheLookupResult {
-        case hit(ProfileValues)
-        case absent
+    /// What a cache lookup found, with what `withProfile`'s caller made of it.
+    private enum CacheLookupResult<R> {
+        case hit(R)
+        case absent(R)
         case miss(FillTicket)
     }
 
@@ -404,12 +427,9 @@ extension Worker {
             respArrayHeader(arguments.count - 2, connection)
             for field in arguments.dropFirst(2) { respField(values, ProfileField(field)!, connection) }
         case .hgetall:
-            let present = values?.fieldCount ?? 0
-            respMapHeader(present, connection)
-            for field in ProfileField.allCases where values?.has(field) == true {
-                respBulk(field.label, connection)
-                respBulk(values![field], connection)
-            }
+            let version = connection.resp!.version
+            reserve(RESPEncoder.profileHashCount(values, version), connection)
+            out.count += RESPEncoder.writeProfileHash(values, version, to: out.end)
         case .hkeys, .hvals:
             respArrayHeader(values?.fieldCount ?? 0, connection)
             for field in ProfileField.allCases where values?.has(field) == true {

@@ -67,6 +67,9 @@ final class Worker: @unchecked Sendable {
     /// Reads of a shared store this pass made, for the fetchers.
     var fetchJobs: [ReadJob] = []
     let maxLine: Int
+    /// The context's, held here so that the request path reads it without reference counting.
+    let respKeyspace: RESPKeyspace
+    let cache: ProfileCache
     /// A RESP read's values, copied out of the cache or the store row (`readProfile`).
     let fieldScratch: UnsafeMutableRawPointer
     /// Where a RESP read's store miss encodes the VALUE line it puts in the cache.
@@ -93,6 +96,8 @@ final class Worker: @unchecked Sendable {
         self.context = context
         self.reader = reader
         maxLine = context.configuration.maxLine
+        respKeyspace = context.respKeyspace
+        cache = context.cache
         precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))

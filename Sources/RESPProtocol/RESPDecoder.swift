@@ -135,6 +135,20 @@ public final class RESPDecoder {
         let limit = limits.maxInlineBytes
         let available = count - start
         let window = min(available, limit + 1)
+        if searched == 0 {
+            // A multibulk's count and length lines are a few bytes: read up to 16 one by one
+            // before the two memchr calls, which cost more than that on lines this short.
+            let quick = min(window, 16)
+            while searched < quick {
+                let byte = base.load(fromByteOffset: start + searched, as: UInt8.self)
+                if byte == terminator { return .found(start + searched) }
+                if byte == 0 {
+                    searched = limit + 1
+                    break
+                }
+                searched += 1
+            }
+        }
         if searched < window {
             let region = base + start + searched
             let regionCount = window - searched

@@ -91,12 +91,14 @@ public enum RESPEncoder {
     }
 
     /// Bytes in the bulk string `$<length>\r\n<bytes>\r\n` of `length` bytes.
+    @inlinable
     public static func bulkStringCount(length: Int) -> Int {
         1 + decimalCount(UInt64(length)) + 2 + length + 2
     }
 
     /// Writes `value` as the bulk string `$<length>\r\n<value>\r\n` at `out`, which must have
     /// room for `bulkStringCount(length: value.count)` bytes; returns the bytes written.
+    @inlinable
     public static func writeBulkString(_ value: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) -> Int {
         var n = writeHeader(UInt8(ascii: "$"), UInt64(value.count), to: out)
         n += copyBytes(value, to: out + n)
@@ -137,7 +139,8 @@ public enum RESPEncoder {
     }
 
     /// Writes `<type><value>\r\n`.
-    private static func writeHeader(_ type: UInt8, _ value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
+    @inlinable
+    static func writeHeader(_ type: UInt8, _ value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
         out.storeBytes(of: type, as: UInt8.self)
         var n = 1 + writeDecimal(value, to: out + 1)
         n += copyBytes("\r\n", to: out + n)

@@ -17,15 +17,26 @@ public struct RESPKeyspace: Sendable {
     /// The userId a key names, or nil when it names none: without the prefix, or not a
     /// userId (1 to 128 bytes of UTF-8 without NUL).
     public func userId(ofKey key: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        guard key.count > prefix.count else { return nil }
+        guard let id = possibleUserId(ofKey: key), Self.isUserId(id) else { return nil }
+        return id
+    }
+
+    /// What follows the prefix, when it is 1 to 128 bytes: a userId if `isUserId` says so.
+    /// A read looks it up in the cache first, which holds only userIds, and checks it only
+    /// when the cache does not know it.
+    @inlinable
+    public func possibleUserId(ofKey key: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard key.count > prefix.count, key.count - prefix.count <= ProfileLimits.userId else { return nil }
         if !prefix.isEmpty {
             let matches = prefix.withUnsafeBytes { memcmp($0.baseAddress!, key.baseAddress!, prefix.count) == 0 }
             guard matches else { return nil }
         }
-        let id = UnsafeRawBufferPointer(rebasing: key[prefix.count...])
-        guard id.count <= ProfileLimits.userId, memchr(id.baseAddress!, 0, id.count) == nil,
-              isValidUTF8(id.baseAddress!, count: id.count) else { return nil }
-        return id
+        return UnsafeRawBufferPointer(rebasing: key[prefix.count...])
+    }
+
+    /// Whether 1 to 128 bytes are a userId: UTF-8 without NUL.
+    public static func isUserId(_ id: UnsafeRawBufferPointer) -> Bool {
+        memchr(id.baseAddress!, 0, id.count) == nil && isValidUTF8(id.baseAddress!, count: id.count)
     }
 
     /// What stops a command that changes nothing from being queued in a transaction: only

@@ -52,6 +52,26 @@ import Testing
         #expect(try resp.call("SCAN", "0") == "*2\r\n$1\r\n0\r\n*1\r\n$6\r\nuser:1\r\n")
     }
 
+    /// A key that is no userId (not UTF-8, a NUL, too long, the prefix alone) reads as no
+    /// profile, and the store is not asked for it.
+    @Test func aKeyThatIsNoUserIdIsReadAsAbsentWithoutTheStore() throws {
+        let server = try TestServer(["--resp-port", "0", "--resp-key-prefix", "user:"])
+        let resp = try server.connectRESP()
+        func hgetall(_ key: [UInt8]) throws -> String {
+            resp.send([UInt8]("*2\r\n$7\r\nHGETALL\r\n$\(key.count)\r\n".utf8) + key + [0x0D, 0x0A])
+            return try resp.reply()
+        }
+        let prefix = [UInt8]("user:".utf8)
+        for key in [prefix + [0xC3, 0x28], prefix + [0x61, 0x00], prefix + [UInt8](repeating: 0x61, count: 129), prefix] {
+            #expect(try hgetall(key) == "*0\r\n")
+        }
+        #expect(try hgetall(prefix + [0x61]) == "*0\r\n")
+        let stats = Dictionary(uniqueKeysWithValues: try server.connect().stats().map { ($0.name, $0.value) })
+        #expect(stats["get_misses"] == "5")
+        // Only `user:a` went to the store.
+        #expect(stats["cache_misses"] == "1")
+    }
+
     @Test func fieldsAndValuesAreCheckedAndABadWriteChangesNothing() throws {
         let server = try TestServer(["--resp-port", "0"])
         let resp = try server.connectRESP()
