@@ -1,9 +1,11 @@
 import Glibc
 import ProfileCache
 import ProfileProtocol
+import RESPProtocol
 
-// Looking ahead over a read's pipelined lookups, so the cache's memory misses for all of them
-// overlap (see `ProfileCache.prefetch`). A hint only: requests are served as if it never ran.
+// Looking ahead over a read's pipelined lookups, on either front, so the cache's memory misses
+// for all of them overlap (see `ProfileCache.prefetch`). A hint only: requests are served as if
+// it never ran.
 
 extension Worker {
     /// How many ids one look-ahead gathers, and how many lines it reads at most: two pipelines
@@ -47,6 +49,23 @@ extension Worker {
         }
         if gathered >= 2 {
             context.cache.prefetch(UnsafeMutableBufferPointer(rebasing: lookahead[0..<gathered]))
+        }
+    }
+
+    /// Prefetches the cache entries of the keys the first whole RESP requests of `bytes` read
+    /// (HGETALL, HGET and the other key reads), when there are two or more.
+    func prefetchRESPKeys(_ bytes: UnsafeRawPointer, _ count: Int) {
+        var gathered = 0
+        let slots = lookahead
+        let keyspace = respKeyspace
+        RESPDecoder.keysAhead(bytes, count: count, limit: Self.lookaheadSlots) { key in
+            if let userId = keyspace.possibleUserId(ofKey: key) {
+                slots[gathered] = PrefetchSlot(key: userId)
+                gathered += 1
+            }
+        }
+        if gathered >= 2 {
+            cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
         }
     }
 

@@ -20,6 +20,7 @@ extension Worker {
         var used = 0
         var budget = context.configuration.requestsPerWakeup
         let highWater = context.configuration.outputHighWater
+        if session.decodeState == RESPDecodeState() { prefetchRESPKeys(bytes, count) }
         while used < count && budget > 0 && connection.phase == .serving {
             if out.count + connection.queuedOutput >= highWater { break }
             // Restored when a request must wait: the next pass decodes it again from its start.
