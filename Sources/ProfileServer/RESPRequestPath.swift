@@ -268,7 +268,11 @@ extension Worker {
             hello(arguments, connection)
         case .auth:
             if arguments.count > 3 { return respError(.fixed(RESPText.syntax), connection) }
-            authenticateRESP(arguments[arguments.count - 1], connection)
+            if authenticate(arguments[arguments.count - 1], on: connection) {
+                respSimple("OK", connection)
+            } else {
+                respError(.fixed(RESPText.wrongPass), connection)
+            }
         case .select:
             guard let index = RESPArgument.integer(arguments[1]) else { return respError(.fixed(RESPText.notInteger), connection) }
             if index == 0 { respSimple("OK", connection) } else { respError(.fixed(RESPText.dbIndex), connection) }
@@ -359,7 +363,13 @@ extension Worker {
             counters.getMisses += 1
             return use(nil)
         }
-        if let shared = context.shared, !shared.cacheMayAnswer(at: passStart) { throw NeedsFetch.leaseExpired }
+        if let shared = context.shared, !shared.cacheMayAnswer(at: passStart) {
+            guard RESPKeyspace.isUserId(userId) else {
+                counters.getMisses += 1
+                return use(nil)
+            }
+            throw NeedsFetch.leaseExpired
+        }
         // The closure touches nothing of the worker: it runs under the shard's lock.
         let found: CacheLookupResult<R> = cache.lookup(userId) { outcome in
             switch outcome {
@@ -457,60 +467,24 @@ extension Worker {
 
     // MARK: Connection commands
 
-    private func authenticateRESP(_ token: UnsafeRawBufferPointer, _ connection: Connection) {
-        guard context.tokens.isEnabled else { return respSimple("OK", connection) }
-        if let role = context.tokens.role(of: token) {
-            connection.role = role
-            respSimple("OK", connection)
-        } else {
-            // As on the line protocol: a wrong token leaves the connection with no role.
-            connection.role = .none
-            respError(.fixed(RESPText.wrongPass), connection)
-        }
-    }
-
-    /// `HELLO [protover [AUTH user token] [SETNAME name]]`, in Redis's order of checks.
+    /// `HELLO`: the codec reads it (`RESPHello`); authentication and the name are the server's.
     private func hello(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
         let session = connection.resp!
-        var version = session.version
-        if arguments.count >= 2 {
-            guard let asked = RESPArgument.integer(arguments[1]) else { return respError(.fixed(RESPText.protocolVersion), connection) }
-            guard asked == 2 || asked == 3 else { return respError(.fixed(RESPText.noProto), connection) }
-            version = asked == 3 ? .resp3 : .resp2
+        let hello: RESPHello
+        switch RESPHello.parse(arguments) {
+        case .success(let parsed): hello = parsed
+        case .failure(let problem): return respError(problem, connection)
         }
-        var token: UnsafeRawBufferPointer? = nil
-        var name: UnsafeRawBufferPointer? = nil
-        var index = 2
-        while index < arguments.count {
-            let option = arguments[index]
-            let more = arguments.count - index - 1
-            if RESPKeyword.matches(option, "AUTH") && more >= 2 {
-                token = arguments[index + 2]
-                index += 3
-            } else if RESPKeyword.matches(option, "SETNAME") && more >= 1 {
-                name = arguments[index + 1]
-                index += 2
-            } else {
-                return respError(.text([textBytes("ERR Syntax error in HELLO option '"), option, textBytes("'")]), connection)
-            }
-        }
-        if let token {
-            if context.tokens.isEnabled {
-                guard let role = context.tokens.role(of: token) else {
-                    connection.role = .none
-                    return respError(.fixed(RESPText.wrongPass), connection)
-                }
-                connection.role = role
-            }
-        }
-        if let name {
+        if let token = hello.token, !authenticate(token, on: connection) { return respError(.fixed(RESPText.wrongPass), connection) }
+        if let name = hello.name {
             guard RESPArgument.isClientName(name) else { return respError(.fixed(RESPText.clientName), connection) }
             session.name = name.count > 0 ? Array(name) : nil
         }
-        session.version = version
+        if let version = hello.version { session.version = version }
+        let version = session.version
         respMapHeader(7, connection)
         respBulk("server", connection); respBulk("profiled", connection)
-        respBulk("version", connection); respBulk("7.2.0", connection)
+        respBulk("version", connection); respBulk(respCompatibleRedisVersion, connection)
         respBulk("proto", connection); respInteger(version == .resp3 ? 3 : 2, connection)
         respBulk("id", connection); respInteger(session.id, connection)
         respBulk("mode", connection); respBulk("standalone", connection)
@@ -580,40 +554,19 @@ extension Worker {
         }
     }
 
-    /// `INFO [section ...]`: Redis's layout, with the fields clients and tools look at.
+    /// `INFO [section ...]`: the server's counts, laid out by the codec (`RESPServerFacts`).
     private func info(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
         let snapshot = context.snapshot().values
         func stat(_ name: StaticString) -> Int {
             snapshot.first { $0.name.utf8CodeUnitCount == name.utf8CodeUnitCount
                 && memcmp($0.name.utf8Start, name.utf8Start, name.utf8CodeUnitCount) == 0 }?.value ?? 0
         }
-        let sections: [(name: StaticString, lines: [String])] = [
-            ("Server", ["redis_version:7.2.0", "profiled_version:\(profiledVersion)", "redis_mode:standalone",
-                        "tcp_port:\(context.respPort)", "uptime_in_seconds:\(stat("uptime_seconds"))"]),
-            ("Clients", ["connected_clients:\(stat("curr_connections"))"]),
-            ("Memory", ["used_memory:\(stat("cache_bytes") + stat("write_buffer_bytes"))",
-                        "maxmemory:\(stat("cache_limit_bytes"))"]),
-            ("Persistence", ["loading:0"]),
-            ("Stats", ["total_commands_processed:\(context.commandsProcessed)", "keyspace_hits:\(stat("get_hits"))",
-                       "keyspace_misses:\(stat("get_misses"))", "evicted_keys:\(stat("cache_evictions"))"]),
-            ("Keyspace", ["db0:keys=\(stat("store_rows")),expires=0,avg_ttl=0"]),
-        ]
-        let everything = arguments.count == 1 || arguments.dropFirst().contains {
-            RESPKeyword.matches($0, "ALL") || RESPKeyword.matches($0, "EVERYTHING") || RESPKeyword.matches($0, "DEFAULT")
-        }
-        var text = ""
-        for section in sections {
-            let name = section.name
-            let nameBytes = UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
-            guard everything || arguments.dropFirst().contains(where: { globMatches($0, nameBytes, ignoringCase: true) && $0.count == nameBytes.count }) else {
-                continue
-            }
-            if !text.isEmpty { text += "\r\n" }
-            text += "# \(name)\r\n"
-            for line in section.lines { text += line + "\r\n" }
-        }
-        var bytes = Array(text.utf8)
-        bytes.withUnsafeMutableBytes { respBulk(UnsafeRawBufferPointer($0), connection) }
+        let facts = RESPServerFacts(profiledVersion: profiledVersion, port: context.respPort, uptimeSeconds: stat("uptime_seconds"),
+                                    connectedClients: stat("curr_connections"),
+                                    usedMemory: stat("cache_bytes") + stat("write_buffer_bytes"), maxMemory: stat("cache_limit_bytes"),
+                                    commandsProcessed: context.commandsProcessed, keyspaceHits: stat("get_hits"),
+                                    keyspaceMisses: stat("get_misses"), evictedKeys: stat("cache_evictions"), keys: stat("store_rows"))
+        facts.infoText(arguments).withUnsafeBytes { respBulk($0, connection) }
     }
 
     // MARK: SCAN
@@ -625,7 +578,7 @@ extension Worker {
         let options: ScanOptions
         switch scanOptions(arguments) {
         case .success(let parsed): options = parsed
-        case .failure(let problem): return respError(problem.problem, connection)
+        case .failure(let problem): return respError(problem, connection)
         }
         if options.limit == 0 { return writeScanReply(arguments, userIds: [], limit: 0, connection) }
         if context.shared != nil {
@@ -651,27 +604,23 @@ extension Worker {
         var limit: Int
     }
 
-    struct ScanProblem: Error {
-        var problem: RESPProblem
-    }
-
-    func scanOptions(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result<ScanOptions, ScanProblem> {
+    func scanOptions(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result<ScanOptions, RESPProblem> {
         var limit = 10
         var onlyOtherType = false
         var index = 2
         while index < arguments.count {
             let option = arguments[index]
-            guard index + 1 < arguments.count else { return .failure(ScanProblem(problem: .fixed(RESPText.syntax))) }
+            guard index + 1 < arguments.count else { return .failure(.fixed(RESPText.syntax)) }
             if RESPKeyword.matches(option, "MATCH") {
                 // Read when answering.
             } else if RESPKeyword.matches(option, "COUNT") {
-                guard let n = RESPArgument.integer(arguments[index + 1]) else { return .failure(ScanProblem(problem: .fixed(RESPText.notInteger))) }
-                guard n >= 1 else { return .failure(ScanProblem(problem: .fixed(RESPText.syntax))) }
+                guard let n = RESPArgument.integer(arguments[index + 1]) else { return .failure(.fixed(RESPText.notInteger)) }
+                guard n >= 1 else { return .failure(.fixed(RESPText.syntax)) }
                 limit = min(n, Limits.maxCount)
             } else if RESPKeyword.matches(option, "TYPE") {
                 onlyOtherType = !RESPKeyword.matches(arguments[index + 1], "hash")
             } else {
-                return .failure(ScanProblem(problem: .fixed(RESPText.syntax)))
+                return .failure(.fixed(RESPText.syntax))
             }
             index += 2
         }
@@ -680,7 +629,7 @@ extension Worker {
         if !(cursorBytes.count == 1 && cursorBytes[0] == UInt8(ascii: "0")) {
             guard let cursor = UInt64(String(decoding: cursorBytes, as: UTF8.self)),
                   let last = context.scanCursors.userId(after: cursor) else {
-                return .failure(ScanProblem(problem: .fixed(RESPText.invalidCursor)))
+                return .failure(.fixed(RESPText.invalidCursor))
             }
             after = last
         }

@@ -238,7 +238,7 @@ extension Worker {
         case .stats:
             writeStatistics(connection)
         case .auth(let token):
-            authenticate(token, connection)
+            if authenticate(token, on: connection) { reply(ReplyEncoder.ok, connection) } else { reply(error: .wrongToken, to: connection) }
         case .quit:
             reply(ReplyEncoder.bye, connection)
             connection.phase = .closing
@@ -427,20 +427,6 @@ extension Worker {
             // The first spill took the replies before the mark along; what follows them is this one's.
             connection.dropQueuedOutput(after: mark.queued + mark.count)
             out.count = 0
-        }
-    }
-
-    private func authenticate(_ token: UnsafeRawBufferPointer, _ connection: Connection) {
-        guard context.tokens.isEnabled else {
-            reply(ReplyEncoder.ok, connection)
-            return
-        }
-        if let role = context.tokens.role(of: token) {
-            connection.role = role
-            reply(ReplyEncoder.ok, connection)
-        } else {
-            connection.role = .none
-            reply(error: .wrongToken, to: connection)
         }
     }
 

@@ -66,7 +66,7 @@ extension RESPCommandName {
 /// Why a command cannot run: its error reply, without the leading `-`.
 ///
 /// A plain value; the thread that made it uses it.
-public enum RESPProblem: Sendable {
+public enum RESPProblem: Error {
     case fixed(StaticString)
     case made([UInt8])
 
