@@ -161,8 +161,11 @@ public final class Server {
         event_base_free(base)
     }
 
-    /// Serves until SIGTERM or SIGINT, then stops cleanly.
-    public func run() {
+    /// Serves until SIGTERM or SIGINT, then stops cleanly. Returns whether every acknowledged
+    /// write was merged into the store's table; those that were not stay in the write log,
+    /// which the next start merges.
+    @discardableResult
+    public func run() -> Bool {
         signal(SIGPIPE, SIG_IGN)
         // A parent may have started us with these blocked; the threads below inherit the mask.
         var stopSignals = sigset_t()
@@ -236,15 +239,18 @@ public final class Server {
         for thread in writerThreads { pthread_join(thread, nil) }
         context.shared?.stopFollowing()
         // Then what is left of the write log goes into the table, and the WAL into the file.
+        var merged = true
         for writer in context.writers {
             do {
                 try writer.writePath.close()
             } catch {
+                merged = false
                 Log.warn("merging the write log at shutdown failed; the next start merges it", ["error": "\(error)"])
             }
         }
         workers.removeAll()
         Log.info("stopped")
+        return merged
     }
 
     fileprivate func acceptReady(_ listener: Listener) {

@@ -104,6 +104,10 @@ final class Merger: @unchecked Sendable {
 
     // MARK: The thread
 
+    /// Merges that may fail in a row once stopping, before the merger gives up: with the
+    /// pauses between them, about a second.
+    static let attemptsWhileStopping = 3
+
     /// The merger thread's loop: merges when there is enough to merge or a write waits too
     /// long, empties the table after a FLUSHALL, and after `stop` merges what is left and
     /// returns.
@@ -111,6 +115,10 @@ final class Merger: @unchecked Sendable {
         var failures = 0
         buffer.lock.lock()
         while true {
+            // Stopping, a store that keeps failing (a full disk, a read-only directory) gets a
+            // few more tries, not an endless retry: what is not merged stays in the write log,
+            // which is durable, and the next open merges it.
+            if stopping && failures >= Self.attemptsWhileStopping { break }
             if let sequence = buffer.clearedAt {
                 buffer.lock.unlock()
                 let ok = attempt(&failures) { () throws(StoreError) in try emptyTable(through: sequence) }

@@ -94,11 +94,45 @@ public protocol ProfileWritePath: AnyObject, Sendable {
     var rowCount: Int { get }
     /// The write path's gauges and counters, for STATS and /metrics.
     var statistics: WritePathStatistics { get }
-    /// Why the store cannot take writes now (nil when it can): for /healthz.
-    var unhealthyReason: String? { get }
+    /// Why the store refuses writes now (nil when it takes them): for /healthz and /metrics.
+    /// Set by the first write that fails, whatever the cause, and cleared by the next that commits.
+    var writeRefusal: WriteRefusal? { get }
     /// Makes everything committed durable and tidy (merged, checkpointed) before the process
     /// exits; the last call, after the last `commit`.
     func close() throws
+}
+
+/// Why a store refuses writes: a reason for people, and a label from a fixed set for alerts.
+///
+/// A plain value; any thread.
+public struct WriteRefusal: Sendable, Equatable {
+    /// One of `labels`.
+    public var label: String
+    /// What /healthz says; names no file.
+    public var reason: String
+
+    /// Every label, so that /metrics can show each one, 0 or 1.
+    public static let labels = ["disk_full", "io_error", "busy", "locked", "damaged", "unreachable", "merge_failing", "other"]
+
+    public init(label: String, reason: String) {
+        precondition(Self.labels.contains(label), "an unlisted refusal label")
+        self.label = label
+        self.reason = reason
+    }
+
+    /// A refusal for a write that failed with `error`.
+    public init(_ error: StoreError) {
+        let label = switch error.kind {
+        case .full: "disk_full"
+        case .io: "io_error"
+        case .busy: "busy"
+        case .locked: "locked"
+        case .corrupt, .notADatabase, .newerSchema: "damaged"
+        case .unreachable, .outcomeUnknown: "unreachable"
+        case .interrupted, .other: "other"
+        }
+        self.init(label: label, reason: error.reason)
+    }
 }
 
 /// The write path's gauges and counters.

@@ -36,6 +36,8 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
     private let delayNanos = Atomic<Int>(0)
     /// How long a commit waits for room in a full buffer before it fails.
     private let fullBufferTimeoutNanos: Int
+    /// Why the last commit failed; nil once one commits. Its own lock: /healthz reads it.
+    private let commitRefusal = Mutex<WriteRefusal?>(nil)
 
     init(file: StoreFile, buffer: WriteBuffer, log: WriteLogWriter, merger: Merger, reader: SQLiteProfileReader,
          nextSequence: Int64, rows: Int) {
@@ -76,12 +78,13 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         return statistics
     }
 
-    var unhealthyReason: String? {
-        if let error = log.syncer?.failure { return log.syncFailure(error).reason }
+    var writeRefusal: WriteRefusal? {
+        if let refusal = commitRefusal.withLock({ $0 }) { return refusal }
+        if let error = log.syncer?.failure { return WriteRefusal(log.syncFailure(error)) }
         buffer.lock.lock()
         defer { buffer.lock.unlock() }
         guard let failure = merger.lastFailure else { return nil }
-        return "merging the write log into the table fails: \(failure)"
+        return WriteRefusal(label: "merge_failing", reason: "merging the write log into the table fails: \(failure)")
     }
 
     func close() throws {
@@ -109,11 +112,13 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
     func commit(_ units: [any WriteUnit], knownProfile: (UnsafeRawBufferPointer) -> KnownProfile,
                 report: (Int, WriteResult) -> Void) {
         if let error = holdBack() {
+            refuse(error)
             for index in units.indices { report(index, .failed(error)) }
             return
         }
-        guard let error = commitGroup(units, knownProfile: knownProfile, report: report) else { return }
+        guard let error = commitGroup(units, knownProfile: knownProfile, report: report) else { return accept() }
         guard units.count > 1 else {
+            refuse(error)
             report(0, .failed(error))
             return
         }
@@ -121,9 +126,21 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         // each of the others learns its own outcome.
         for (index, unit) in units.enumerated() {
             if let error = commitGroup([unit], knownProfile: knownProfile, report: { _, result in report(index, result) }) {
+                refuse(error)
                 report(index, .failed(error))
+            } else {
+                accept()
             }
         }
+    }
+
+    private func refuse(_ error: StoreError) {
+        let refusal = WriteRefusal(error)
+        commitRefusal.withLock { $0 = refusal }
+    }
+
+    private func accept() {
+        commitRefusal.withLock { if $0 != nil { $0 = nil } }
     }
 
     /// Commits `units` as one frame and reports each, or reports nothing and returns why the

@@ -33,7 +33,7 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     /// The write buffer's counters are a local store's; a shared store has none.
     var statistics: WritePathStatistics { WritePathStatistics() }
 
-    var unhealthyReason: String? { store.unreachableReason }
+    var writeRefusal: WriteRefusal? { store.unreachableReason.map { WriteRefusal(label: "unreachable", reason: $0) } }
 
     func close() throws {
         connection?.close()

@@ -36,5 +36,6 @@ case .run(let configuration, let logLevel):
         Log.error("cannot start", ["error": error.description])
         exit(1)
     }
-    server.run()
+    // 2: stopped, with writes the store could not take left in the write log for the next start.
+    exit(server.run() ? 0 : 2)
 }

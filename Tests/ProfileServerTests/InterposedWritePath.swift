@@ -24,6 +24,6 @@ final class InterposedWritePath: ProfileWritePath, @unchecked Sendable {
     var commitsPromptly: Bool { isPrompt() && path.commitsPromptly }
     var rowCount: Int { path.rowCount }
     var statistics: WritePathStatistics { path.statistics }
-    var unhealthyReason: String? { path.unhealthyReason }
+    var writeRefusal: WriteRefusal? { path.writeRefusal }
     func close() throws { try path.close() }
 }

@@ -221,6 +221,79 @@ import Testing
     }
 }
 
+extension ReliabilityStorageFaultTests {
+    /// A full disk under writes: /healthz answers 503 with the reason and /metrics names it
+    /// while writes fail, 200 again as soon as one commits; SIGTERM while the disk is full
+    /// exits within seconds though the merger cannot finish, says so in its exit status, and
+    /// the next start has every acknowledged write.
+    @Test func aFullDiskIsReportedAndDoesNotHoldUpTheStop() throws {
+        let mountPoint = try makeTemporaryDirectory()
+        defer { removeDirectory(mountPoint) }
+        guard mount("tmpfs", mountPoint, "tmpfs", 0, "size=4m,mode=0755") == 0 else {
+            print("skipped: mounting a size-limited tmpfs is not permitted here (\(String(cString: strerror(errno))))")
+            return
+        }
+        defer { umount2(mountPoint, Int32(MNT_DETACH)) }
+        let path = mountPoint + "/profiles.sqlite3"
+        let server = try TestServer(["--db", path, "--metrics", "127.0.0.1:0"])
+        let metrics = try metricsPort(server.log)
+        let c = try server.connect()
+        var acknowledged: [String: String] = [:]
+        let uri = String(repeating: "u", count: 2000)
+        let filler = mountPoint + "/filler"
+        /// MSETs of about 50 KB until one fails; returns its ids.
+        func writeUntilFull(_ round: Int) throws -> [String] {
+            for batch in 0..<200 {
+                let ids = (0..<25).map { "r\(round)-\(batch)-\($0)" }
+                c.send("MSET", ids.flatMap { [$0, "batch \(batch)", uri] })
+                try c.flush()
+                let reply = try c.line()
+                guard reply == "STORED 25" else {
+                    #expect(reply.hasPrefix("ERROR STORE "), "\(reply)")
+                    return ids
+                }
+                for id in ids { acknowledged[id] = "batch \(batch)" }
+            }
+            return []
+        }
+        #expect(try httpStatus(port: metrics, path: "/healthz") == 200)
+
+        fillFilesystem(with: filler)
+        #expect(!(try writeUntilFull(1)).isEmpty, "the store never ran out of room")
+        let health = try httpGet(port: metrics, path: "/healthz")
+        #expect(health.status == 503)
+        #expect(health.body.contains("the disk is full"), "\(health.body)")
+        let exposition = try httpGet(port: metrics, path: "/metrics").body
+        #expect(exposition.contains("profiled_store_refusing_writes{reason=\"disk_full\"} 1\n"), "\(exposition)")
+        #expect(exposition.contains("profiled_store_refusing_writes{reason=\"io_error\"} 0\n"))
+
+        // Room again: the next write commits, and health says so at once.
+        unlink(filler)
+        try c.set(Profile(userId: "kept", name: "again", portraitUri: "k"))
+        acknowledged["kept"] = "again"
+        #expect(try httpStatus(port: metrics, path: "/healthz") == 200)
+        #expect(try httpGet(port: metrics, path: "/metrics").body.contains("profiled_store_refusing_writes{reason=\"disk_full\"} 0\n"))
+
+        // Full again, and stopped while full.
+        fillFilesystem(with: filler)
+        #expect(!(try writeUntilFull(2)).isEmpty, "the store never ran out of room")
+        kill(server.pid, SIGTERM)
+        guard let status = server.waitForExit(seconds: 10) else {
+            Issue.record("SIGTERM with the disk full: still running after 10 s")
+            server.stop(signal: SIGKILL)
+            return
+        }
+        // 2: writes were left in the write log; 0 would mean the merger found room after all.
+        #expect([0, 2].contains(exitCode(status)), "exit status \(exitCode(status))")
+        if exitCode(status) == 2 { #expect(server.log.contains("the next start merges it"), "\(server.log)") }
+
+        unlink(filler)
+        let restarted = try TestServer(["--db", path])
+        #expect(exitCode(restarted.stop()) == 0)
+        #expect(try rowsOnDisk(path) == acknowledged)
+    }
+}
+
 /// Writes `path` until the filesystem holding it has no room left.
 func fillFilesystem(with path: String) {
     let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)

@@ -333,7 +333,7 @@ import Testing
             #expect(eventually { writes.statistics.logSyncs > 0 })
             store.setSyncFault(errno: EIO)
             try writes.commit(TestUnit(.put("b", "B", "")))
-            #expect(eventually { writes.unhealthyReason != nil })
+            #expect(eventually { writes.writeRefusal != nil })
             let refused = writes.commit([TestUnit(.put("c", "C", ""))])[0]
             guard case .failure(let error) = refused else {
                 Issue.record("a commit went through after a failed sync")
@@ -342,7 +342,7 @@ import Testing
             #expect(error.reason.hasPrefix("a sync of the write log to disk failed ("), "\(error.reason)")
             #expect(error.reason.hasSuffix("writes are refused until a restart"))
             #expect(!error.reason.contains(path))
-            #expect(writes.unhealthyReason == error.reason)
+            #expect(writes.writeRefusal == WriteRefusal(label: "io_error", reason: error.reason))
             let reader = try store.makeReader()
             #expect(try reader.get("b") == Profile("b", "B", ""))
             #expect(try reader.get("c") == nil)
