@@ -147,6 +147,63 @@ public final class PostgresConnection: @unchecked Sendable {
         return try receive(connection, deadline: deadline)
     }
 
+    /// Sends several statements at once in libpq's pipeline mode and reads their results: one
+    /// round trip where `query` would take one per statement. The server runs them in order,
+    /// each as `query` would; once one fails, it skips the rest.
+    ///
+    /// - Parameter statements: each exactly one statement and its parameters, as `query` takes them.
+    /// - Returns: each statement's rows, in order.
+    /// - Throws: as `query` does; a server's refusal is thrown once every result has been
+    ///   read, so that the connection is idle again (inside a transaction, the caller rolls
+    ///   it back).
+    public func pipeline(_ statements: [(sql: String, parameters: [[UInt8]?])], deadline: Int) throws(PostgresError) -> [PostgresResult] {
+        guard let connection = handle else { throw lost(closedBecause) }
+        if statements.contains(where: { $0.parameters.contains(where: { $0.map(holdsZeroByte) ?? false }) }) {
+            throw PostgresError(kind: .server(sqlstate: "22021"),
+                                message: "a parameter holds a zero byte, which text cannot", server: server)
+        }
+        guard PQenterPipelineMode(connection) == 1 else { throw lostNow(connection) }
+        for statement in statements {
+            guard send(connection, statement.sql, statement.parameters) else { throw lostNow(connection) }
+        }
+        guard PQpipelineSync(connection) == 1 else { throw lostNow(connection) }
+        try flush(connection, deadline: deadline)
+        var results: [PostgresResult] = []
+        var refusal: PostgresError?
+        for _ in statements {
+            do throws(PostgresError) {
+                results.append(try receive(connection, deadline: deadline))
+            } catch {
+                // A refusal leaves the connection reading on; anything else closed it.
+                guard case .server = error.kind else { throw error }
+                refusal = refusal ?? error
+            }
+        }
+        try awaitPipelineSync(connection, deadline: deadline)
+        guard PQexitPipelineMode(connection) == 1 else { throw lostNow(connection) }
+        if let refusal { throw refusal }
+        return results
+    }
+
+    /// Reads up to the pipeline's synchronization point.
+    private func awaitPipelineSync(_ connection: OpaquePointer, deadline: Int) throws(PostgresError) {
+        while true {
+            while PQisBusy(connection) != 0 {
+                guard waitForSocket(PQsocket(connection), Int16(POLLIN), until: deadline) != 0 else { throw timedOut(connection) }
+                guard PQconsumeInput(connection) != 0 else { throw lostNow(connection) }
+            }
+            guard let result = PQgetResult(connection) else {
+                // Between results: the sync has not arrived yet.
+                guard waitForSocket(PQsocket(connection), Int16(POLLIN), until: deadline) != 0 else { throw timedOut(connection) }
+                guard PQconsumeInput(connection) != 0 else { throw lostNow(connection) }
+                continue
+            }
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { return }
+        }
+    }
+
     /// Runs one statement without parameters and ignores its rows: BEGIN, COMMIT, LISTEN, SET.
     ///
     /// - Throws: as `query` does.
@@ -247,6 +304,10 @@ public final class PostgresConnection: @unchecked Sendable {
             switch PQresultStatus(result) {
             case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
                 rows = PostgresResult(result)
+            case PGRES_PIPELINE_ABORTED:
+                // Skipped: an earlier statement of the pipeline failed, and that is the error.
+                refusal = refusal ?? PostgresError(kind: .server(sqlstate: "25P02"),
+                                                   message: "skipped after an earlier statement of the pipeline failed", server: server)
             case PGRES_FATAL_ERROR:
                 // An error libpq made itself has no SQLSTATE: the connection, not the statement,
                 // failed, and it is closed below.

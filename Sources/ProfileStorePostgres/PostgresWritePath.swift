@@ -4,7 +4,7 @@ import ProfileStore
 import ProfileSystem
 
 /// The server's writes into the shared store: each group commit is one PostgreSQL
-/// transaction.
+/// transaction, in two round trips (libpq's pipeline mode).
 ///
 /// A commit takes an advisory lock on the hash of every id it touches, in hash order, so that
 /// two nodes' commits over the same ids wait for each other instead of deadlocking (a
@@ -89,54 +89,62 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
         return opened
     }
 
+    /// Two round trips: BEGIN, the locks and the rows as they are, in one pipeline; then,
+    /// once the plan is worked out, the writes and COMMIT in another.
     private func commitOnce(_ units: [any WriteUnit], deadline: Int) throws -> PlannedCommit {
         let connection = try connected(deadline: deadline)
         var plan = PlannedCommit(units)
-        try connection.execute("BEGIN", deadline: deadline)
+        var reads: [(sql: String, parameters: [[UInt8]?])] = [("BEGIN", [])]
+        if plan.ids.isEmpty {
+            reads.append(("SELECT txid_current()", []))
+        } else {
+            let literal = plan.idsLiteral
+            // The locks are taken in hash order, as the aggregate reads its ordered input; the
+            // rows are read by the next statement, whose snapshot comes after the locks.
+            reads.append(("""
+                SELECT txid_current(), (SELECT count(pg_advisory_xact_lock($1::int, hash))
+                    FROM (SELECT DISTINCT hashtext(id) AS hash FROM unnest($2::text[]) AS id ORDER BY 1) AS hashes)
+                """, [Array(String(PostgresSchema.rowLockNamespace).utf8), literal]))
+            // A join of the ids probes the primary key once each; `= ANY` of a large array
+            // measured several times slower.
+            reads.append(("SELECT user_id, name, portrait_uri FROM unnest($1::text[]) AS wanted (id) JOIN profiles ON user_id = id",
+                          [literal]))
+        }
+        let transaction: String
         do {
-            var transaction = ""
-            if plan.ids.isEmpty {
-                transaction = try connection.query("SELECT txid_current()", deadline: deadline).string(0, 0) ?? ""
-            } else {
-                let literal = plan.idsLiteral
-                // The locks are taken in hash order, as the aggregate reads its ordered input.
-                transaction = try connection.query("""
-                    SELECT txid_current(), (SELECT count(pg_advisory_xact_lock($1::int, hash))
-                        FROM (SELECT DISTINCT hashtext(id) AS hash FROM unnest($2::text[]) AS id ORDER BY 1) AS hashes)
-                    """, [Array(String(PostgresSchema.rowLockNamespace).utf8), literal], deadline: deadline).string(0, 0) ?? ""
-                // A join of the ids probes the primary key once each; `= ANY` of a large array
-                // measured several times slower.
-                let rows = try connection.query("""
-                    SELECT user_id, name, portrait_uri FROM unnest($1::text[]) AS wanted (id) JOIN profiles ON user_id = id
-                    """, [literal], deadline: deadline)
+            let results = try connection.pipeline(reads, deadline: deadline)
+            transaction = results[1].string(0, 0) ?? ""
+            if results.count > 2 {
+                let rows = results[2]
                 for row in 0..<rows.rowCount {
                     withRow(rows, row) { profile in plan.found(profile) }
                 }
             }
-            plan.work()
-            if plan.clears { try connection.execute("TRUNCATE profiles", deadline: deadline) }
-            let present = plan.presentAfter
-            if !present.isEmpty {
-                // Sequences are drawn row by row after the sort, so in operation order.
-                _ = try connection.query("""
-                    INSERT INTO profiles (user_id, name, portrait_uri, seq)
-                    SELECT id, name, portrait_uri, nextval('profiles_seq')
-                    FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS written (id, name, portrait_uri, position)
-                    ORDER BY position
-                    ON CONFLICT (user_id) DO UPDATE
-                    SET name = EXCLUDED.name, portrait_uri = EXCLUDED.portrait_uri, seq = EXCLUDED.seq
-                    """, plan.upsertParameters(present), deadline: deadline)
-            }
-            let removed = plan.removedAfter
-            if !removed.isEmpty {
-                _ = try connection.query("DELETE FROM profiles WHERE user_id = ANY($1::text[])",
-                                         [plan.literal(of: removed)], deadline: deadline)
-            }
-            try finish(connection, transaction: transaction, deadline: deadline)
-        } catch let error as PostgresError {
+        } catch {
             if !connection.isBroken { try? connection.execute("ROLLBACK", deadline: deadline) }
             throw error
         }
+        plan.work()
+        var writes: [(sql: String, parameters: [[UInt8]?])] = []
+        if plan.clears { writes.append(("TRUNCATE profiles", [])) }
+        let present = plan.presentAfter
+        if !present.isEmpty {
+            // Sequences are drawn row by row after the sort, so in operation order.
+            writes.append(("""
+                INSERT INTO profiles (user_id, name, portrait_uri, seq)
+                SELECT id, name, portrait_uri, nextval('profiles_seq')
+                FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS written (id, name, portrait_uri, position)
+                ORDER BY position
+                ON CONFLICT (user_id) DO UPDATE
+                SET name = EXCLUDED.name, portrait_uri = EXCLUDED.portrait_uri, seq = EXCLUDED.seq
+                """, plan.upsertParameters(present)))
+        }
+        let removed = plan.removedAfter
+        if !removed.isEmpty {
+            writes.append(("DELETE FROM profiles WHERE user_id = ANY($1::text[])", [plan.literal(of: removed)]))
+        }
+        writes.append(("COMMIT", []))
+        try finish(connection, writes, transaction: transaction, deadline: deadline)
         if plan.clears {
             store.setRowCount(plan.presentAfter.count)
         } else {
@@ -146,16 +154,22 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
         return plan
     }
 
-    /// COMMIT, and when the connection breaks during it, what became of the transaction.
-    private func finish(_ connection: PostgresConnection, transaction: String, deadline: Int) throws {
+    /// The writes and COMMIT; when the connection breaks meanwhile, what became of the
+    /// transaction, since COMMIT may have run.
+    private func finish(_ connection: PostgresConnection, _ writes: [(sql: String, parameters: [[UInt8]?])],
+                        transaction: String, deadline: Int) throws {
         let failure: PostgresError
         do {
-            try connection.execute("COMMIT", deadline: deadline)
+            _ = try connection.pipeline(writes, deadline: deadline)
             return
         } catch {
             failure = error
         }
-        guard failure.kind == .connectionLost || failure.kind == .timeout else { throw failure }
+        guard failure.kind == .connectionLost || failure.kind == .timeout else {
+            // Refused: COMMIT was skipped, and the transaction is rolled back here.
+            if !connection.isBroken { try? connection.execute("ROLLBACK", deadline: deadline) }
+            throw failure
+        }
         self.connection = nil
         switch status(of: transaction) {
         case "committed": return
