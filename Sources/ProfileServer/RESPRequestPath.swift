@@ -208,11 +208,16 @@ extension Worker {
                 respError(.fixed(RESPText.transactionFull), connection)
             } else {
                 let cost = RESPTransaction.cost(of: arguments)
+                // A store failure's reply is the largest error.
+                let replyBound = max(respKeyspace.replyBound(command, arguments), 64 + Self.storeFailureReasonBytes)
                 if transaction.bytes + cost > RESPTransaction.maxBytes {
                     transaction.fail()
                     respError(.fixed(RESPText.transactionTooLarge), connection)
+                } else if transaction.replyBytes + replyBound > RESPTransaction.maxReplyBytes {
+                    transaction.fail()
+                    respError(.fixed(RESPText.transactionRepliesTooLarge), connection)
                 } else {
-                    transaction.queue(command, arguments, cost: cost)
+                    transaction.queue(command, arguments, cost: cost, replyBound: replyBound)
                     respSimple("QUEUED", connection)
                 }
             }

@@ -33,6 +33,8 @@ final class RESPTransaction {
     private(set) var failed = false
     /// What the queue holds: its arguments' bytes, and an allowance for each one's array.
     private(set) var bytes = 0
+    /// The most bytes the queued commands' replies can take together.
+    private(set) var replyBytes = 0
 
     /// The count of commands an EXEC answers.
     static let maxCommands = 1000
@@ -40,6 +42,9 @@ final class RESPTransaction {
     /// profile's key, fields and values take (about 2.4 KB a command), so only a queue built
     /// to hold memory meets it.
     static let maxBytes = 4 << 20
+    /// The replies' bound, checked as commands are queued, so that EXEC never makes more: a
+    /// thousand HMGETs of a thousand of the longest values would otherwise take 2 GB.
+    static let maxReplyBytes = 16 << 20
     /// What one queued argument costs beyond its bytes: its array's header and allocation.
     static let argumentOverhead = 48
 
@@ -48,11 +53,13 @@ final class RESPTransaction {
         arguments.reduce(0) { $0 + $1.count + argumentOverhead }
     }
 
-    /// Queues a checked command of `cost(of: arguments)` bytes; the caller made sure it fits.
-    func queue(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, cost: Int) {
+    /// Queues a checked command of `cost(of: arguments)` bytes whose reply takes at most
+    /// `replyBound`; the caller made sure both fit.
+    func queue(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, cost: Int, replyBound: Int) {
         commands.append((command, self.arguments.count, arguments.count))
         for argument in arguments { self.arguments.append(Array(argument)) }
         bytes += cost
+        replyBytes += replyBound
     }
 
     /// The transaction cannot run: its queue goes at once.
@@ -61,6 +68,7 @@ final class RESPTransaction {
         arguments = []
         commands = []
         bytes = 0
+        replyBytes = 0
     }
 }
 

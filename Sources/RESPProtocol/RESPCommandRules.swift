@@ -96,6 +96,7 @@ public enum RESPText {
     public static let tooMany: StaticString = "ERR too many keys or fields: at most 1000 in one command"
     public static let transactionFull: StaticString = "ERR a transaction holds at most 1000 commands"
     public static let transactionTooLarge: StaticString = "ERR a transaction holds at most 4 MiB of queued commands"
+    public static let transactionRepliesTooLarge: StaticString = "ERR a transaction's replies may take at most 16 MiB"
     public static let maxClients: StaticString = "ERR max number of clients reached"
     public static let scanInSharedTransaction: StaticString = "ERR SCAN cannot be queued in a transaction over a shared store (--postgres)"
 }

@@ -88,6 +88,24 @@ public struct RESPKeyspace: Sendable {
         }
     }
 
+    /// The most bytes a successful reply of `command` (or one of its errors) can take: what a
+    /// transaction's replies are bounded by before EXEC runs them.
+    public func replyBound(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Int {
+        // A bulk string of the longest value, its length line included.
+        let value = ProfileLimits.portraitUri + 16
+        let bound = switch command {
+        case .hmget: 16 + (arguments.count - 2) * value
+        case .hget: value
+        case .hgetall, .hkeys, .hvals: 64 + 2 * value
+        case .ping, .echo: 16 + arguments[arguments.count - 1].count
+        case .scan: 64 + ProfileLimits.rowsPerListing * (prefix.count + ProfileLimits.userId + 16)
+        case .info, .hello, .config, .client: 4096
+        default: 0
+        }
+        // Every error this codec words: a key or a field quoted, at most 64 and 128 bytes.
+        return max(bound, 512)
+    }
+
     private func invalidKey(_ key: UnsafeRawBufferPointer) -> RESPProblem {
         var text = Array("ERR invalid key '".utf8) + Array(key.prefix(64)) + Array("': a profile's key is ".utf8)
         if !prefix.isEmpty { text += Array("the prefix '".utf8) + prefix + Array("' and then ".utf8) }

@@ -240,6 +240,24 @@ import Testing
         let answer = try resp.call("EXEC")
         #expect(answer.hasPrefix("*1000\r\n:2\r\n"), "\(answer.prefix(40))")
         #expect(try resp.call("DBSIZE") == ":1000\r\n")
+
+        // The replies are bounded too, before anything is read: eight HMGETs of a thousand
+        // fields may answer 16.5 MB (a thousand of the longest values each); a ninth fails
+        // the transaction. A thousand HGETALLs fit.
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        let hmget = RESPTestClient.multibulk(["HMGET", "0" + String(repeating: "k", count: 127)]
+                                             + Array(repeating: "portraitUri", count: 1000))
+        for _ in 0..<8 {
+            resp.send(hmget)
+            #expect(try resp.reply() == "+QUEUED\r\n")
+        }
+        resp.send(hmget)
+        #expect(try resp.reply() == "-ERR a transaction's replies may take at most 16 MiB\r\n")
+        #expect(try resp.call("EXEC") == "-EXECABORT Transaction discarded because of previous errors.\r\n")
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        resp.send((0..<1000).flatMap { _ in RESPTestClient.multibulk(["HGETALL", "0" + String(repeating: "k", count: 127)]) })
+        for _ in 0..<1000 { #expect(try resp.reply() == "+QUEUED\r\n") }
+        #expect(try resp.call("EXEC").hasPrefix("*1000\r\n*4\r\n$4\r\nname\r\n"))
     }
 
     /// SCAN returns every key present for the whole scan exactly once, at most COUNT per call.
