@@ -56,7 +56,7 @@ let package = Package(
         .target(name: "ProfileStorePostgres", dependencies: ["ProfilePostgres", "ProfileStore", "ProfileSystem"]),
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileModel", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore",
-                               "ProfileStorePostgres", "UnixSocketAddress", "WireBytes"],
+                               "UnixSocketAddress", "WireBytes"],
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.

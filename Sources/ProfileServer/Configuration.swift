@@ -1,5 +1,4 @@
 import ProfileProtocol
-import ProfileStore
 
 /// profiled's version, as `--version`, INFO and the package give it.
 public let profiledVersion = "0.1.0"
@@ -17,36 +16,13 @@ public struct ServerConfiguration: Sendable {
     public var respPort: UInt16? = nil
     /// What every RESP key starts with before its userId (`user:`); empty: the key is the userId.
     public var respKeyPrefix: [UInt8] = []
-    /// Database path; nil means the default location (see `SQLiteProfileStore.defaultPath`).
-    public var databasePath: String? = nil
-    /// A libpq connection string: the store is then a PostgreSQL database that other servers
-    /// share (docs/CLUSTER.md), instead of the SQLite file.
-    public var postgres: String? = nil
-    /// How long the cache may answer after the newest heartbeat that came back through
-    /// PostgreSQL was sent: the most another server's write can take to be seen here.
-    public var leaseMilliseconds: Int = 1000
-    /// Threads that make the shared store's reads, each on a connection of its own.
-    var fetcherThreads: Int { 4 }
-    /// Writer threads over the shared store, each with its group commits on a connection of
-    /// its own: one PostgreSQL backend runs one commit at a time, so several keep more of
-    /// them going at once (a connection's writes all go to the same one, in order).
-    var sharedWriterThreads: Int { 4 }
     public var cacheMegabytes: Int = 256
-    /// Memory for writes committed and not yet merged into the store's table, in MiB.
-    public var writeBufferMegabytes: Int = 256
     /// Worker threads; 0 means one per core.
     public var threads: Int = 0
     public var tokensPath: String? = nil
     public var maxConnections: Int = 10_000
     public var maxLine: Int = Limits.defaultMaxLine
-    public var synchronous: SynchronousMode = .normal
     public var allowInsecureBind: Bool = false
-    public var busyTimeoutMilliseconds: Int32 = 5000
-    /// SQLite page cache of the writer: SQLite's own default. Group commits are small and pages
-    /// they miss come from the OS's cache; memory is better spent on the profile cache. With
-    /// 256 MiB it stayed resident and cost 170 bytes per cached profile at a million of them,
-    /// for no measurable gain in writes. (The store's larger default suits offline imports.)
-    var writerCacheMebibytes: Int { 2 }
     /// The most memory all client connections together may hold (input, unsent and held
     /// replies, queued transactions), in bytes; past it the connection holding the most is
     /// closed. 0: no limit.

@@ -4,7 +4,6 @@ import Glibc
 import ProfileCache
 import ProfileProtocol
 import ProfileStore
-import ProfileStorePostgres
 import ProfileSystem
 
 /// A server that could not start: one clear sentence for the operator. A plain value; any
@@ -43,9 +42,9 @@ public final class Server {
     /// Where it listens, as logged (`127.0.0.1:7711`, `unix:/run/profiled.sock`).
     public private(set) var addresses: [String] = []
 
-    /// Opens the store, reads the tokens and binds the listeners, so that every startup problem
-    /// is reported before anything is served.
-    public init(configuration: ServerConfiguration) throws(StartupError) {
+    /// Reads the tokens, opens the store (`openStore`, the executable's choice of store) and
+    /// binds the listeners, so that every startup problem is reported before anything is served.
+    public init(configuration: ServerConfiguration, openStore: () throws -> OpenedStore) throws(StartupError) {
         self.configuration = configuration
         // glibc gives threads arenas of their own as they contend, up to eight per core, and
         // each keeps the peak of what was malloc'd in it. The request path allocates nothing,
@@ -63,48 +62,29 @@ public final class Server {
         let statistics = ServerStatistics()
         let threads = configuration.threads > 0 ? configuration.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         var readers: [(any ProfileReader)?] = Array(repeating: nil, count: threads)
-        let storeDescription: String
-        if let conninfo = configuration.postgres {
-            let store: PostgresProfileStore
-            do {
-                store = try PostgresProfileStore(conninfo: conninfo, leaseMilliseconds: configuration.leaseMilliseconds) {
-                    message, error in Log.warn(message, ["error": error])
+        let storeLogFields: KeyValuePairs<String, String>
+        do {
+            let opened = try openStore()
+            let shared = opened.store is any SharedProfileStore
+            let writers = opened.writePaths.map {
+                WriteCoordinator(cache: cache, statistics: statistics, writePath: $0, storeIsShared: shared)
+            }
+            fetcherReaders = opened.fetcherReaders
+            context = ServerContext(configuration: configuration, cache: cache, store: opened.store,
+                                    writers: writers, tokens: TokenRegistry(tokenTable), statistics: statistics,
+                                    workerCount: threads, fetcher: shared ? FetchCoordinator() : nil)
+            if let workerReader = opened.workerReader {
+                do {
+                    for i in 0..<threads { readers[i] = try workerReader() }
+                } catch {
+                    throw StartupError("cannot open a store reader: \(error)")
                 }
-                let writers = try (0..<configuration.sharedWriterThreads).map { _ in
-                    WriteCoordinator(cache: cache, statistics: statistics, writePath: try store.openWritePath(), storeIsShared: true)
-                }
-                fetcherReaders = try (0..<configuration.fetcherThreads).map { _ in try store.makeSharedReader() }
-                let fetcher = FetchCoordinator()
-                context = ServerContext(configuration: configuration, cache: cache, store: store,
-                                        writers: writers, tokens: TokenRegistry(tokenTable), statistics: statistics,
-                                        workerCount: threads, fetcher: fetcher)
-            } catch {
-                throw StartupError("\(error)")
             }
-            storeDescription = "postgres \(store.description)"
-        } else {
-            let path = configuration.databasePath ?? SQLiteProfileStore.defaultPath { getenv($0).map { String(cString: $0) } }
-            let store: SQLiteProfileStore
-            let writePath: any ProfileWritePath
-            do {
-                store = try SQLiteProfileStore(path: path, synchronous: configuration.synchronous,
-                                               busyTimeoutMilliseconds: configuration.busyTimeoutMilliseconds,
-                                               writerCacheMebibytes: configuration.writerCacheMebibytes,
-                                               writeBufferBytes: configuration.writeBufferMegabytes * 1_048_576)
-                writePath = try store.openWritePath { message, error in Log.warn(message, ["error": error]) }
-            } catch {
-                throw StartupError("\(error)")
-            }
-            let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
-            context = ServerContext(configuration: configuration, cache: cache, store: store,
-                                    writers: [writer], tokens: TokenRegistry(tokenTable), statistics: statistics,
-                                    workerCount: threads)
-            do {
-                for i in 0..<threads { readers[i] = try store.makeReader() }
-            } catch {
-                throw StartupError("cannot open a store reader: \(error)")
-            }
-            storeDescription = path
+            storeLogFields = opened.logFields
+        } catch let error as StartupError {
+            throw error
+        } catch {
+            throw StartupError("\(error)")
         }
 
         let config = event_config_new()
@@ -141,12 +121,7 @@ public final class Server {
             }
         }
         raiseFileLimit(toFit: configuration.maxConnections)
-        if configuration.postgres != nil {
-            Log.info("store opened", ["postgres": storeDescription, "lease_ms": "\(configuration.leaseMilliseconds)"])
-        } else {
-            Log.info("store opened", ["path": storeDescription, "sync": configuration.synchronous == .full ? "full" : "normal",
-                                      "write_buffer_mb": "\(configuration.writeBufferMegabytes)"])
-        }
+        Log.info("store opened", storeLogFields)
         Log.info("cache ready", ["limit_mb": "\(configuration.cacheMegabytes)", "threads": "\(threads)"])
     }
 

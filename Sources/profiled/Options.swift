@@ -47,7 +47,7 @@ struct UsageError: Error {
 }
 
 enum Parsed {
-    case run(ServerConfiguration, LogLevel)
+    case run(ServerConfiguration, StoreOptions, LogLevel)
     /// `--init-schema`: prepare the schema in this PostgreSQL database, then exit.
     case initSchema(conninfo: String)
     case help
@@ -60,6 +60,7 @@ enum Parsed {
 /// from a config file, so the two cannot drift apart.
 struct Settings {
     var configuration = ServerConfiguration()
+    var store = StoreOptions()
     var logLevel = LogLevel.info
 
     /// Options that take no value on the command line; in a config file they take true/false.
@@ -87,11 +88,11 @@ struct Settings {
                 throw UsageError(message: "resp-key-prefix takes 1 to 64 bytes without blanks or control characters, not '\(value)'")
             }
             configuration.respKeyPrefix = prefix
-        case "db": configuration.databasePath = try nonEmpty("a path")
-        case "postgres": configuration.postgres = try nonEmpty("a connection string")
-        case "lease-ms": configuration.leaseMilliseconds = try number(50...60_000)
+        case "db": store.databasePath = try nonEmpty("a path")
+        case "postgres": store.postgres = try nonEmpty("a connection string")
+        case "lease-ms": store.leaseMilliseconds = try number(50...60_000)
         case "cache-mb": configuration.cacheMegabytes = try number(1...1_048_576)
-        case "write-buffer-mb": configuration.writeBufferMegabytes = try number(1...1_048_576)
+        case "write-buffer-mb": store.writeBufferMegabytes = try number(1...1_048_576)
         case "threads": configuration.threads = try number(1...256)
         case "tokens": configuration.tokensPath = try nonEmpty("a path")
         case "max-connections": configuration.maxConnections = try number(1...1_000_000)
@@ -103,8 +104,8 @@ struct Settings {
             configuration.maxClientMemory = bytes
         case "sync":
             switch value {
-            case "normal": configuration.synchronous = .normal
-            case "full": configuration.synchronous = .full
+            case "normal": store.synchronous = .normal
+            case "full": store.synchronous = .full
             default: throw UsageError(message: "sync takes 'normal' or 'full', not '\(value)'")
             }
         case "allow-insecure-bind":
@@ -206,18 +207,18 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
         given.insert(name)
     }
     if let configPath { try settings.applyConfigFile(configPath, skipping: given) }
-    if settings.configuration.postgres != nil && settings.configuration.databasePath != nil {
+    if settings.store.postgres != nil && settings.store.databasePath != nil {
         throw UsageError(message: "--postgres and --db name two different stores: give one of them")
     }
     if initSchema {
-        guard let conninfo = settings.configuration.postgres else {
+        guard let conninfo = settings.store.postgres else {
             throw UsageError(message: "--init-schema prepares a PostgreSQL database: give --postgres (or postgres in the config file)")
         }
         return .initSchema(conninfo: conninfo)
     }
     // Protected mode refuses a combination of flags, so it is a usage error like any other.
     if let problem = settings.configuration.insecureBindProblem { throw UsageError(message: problem) }
-    return .run(settings.configuration, settings.logLevel)
+    return .run(settings.configuration, settings.store, settings.logLevel)
 }
 
 extension StringProtocol {

@@ -27,11 +27,11 @@ case .initSchema(let conninfo):
     } catch {
         fail("profiled: \(error.description)", code: 1)
     }
-case .run(let configuration, let logLevel):
+case .run(let configuration, let store, let logLevel):
     Log.level = logLevel
     let server: Server
     do {
-        server = try Server(configuration: configuration)
+        server = try Server(configuration: configuration, openStore: store.open)
     } catch {
         Log.error("cannot start", ["error": error.description])
         exit(1)
