@@ -191,7 +191,7 @@ final class MetricsServer {
         case "/metrics":
             return Self.reply(200, "OK", exposition(), contentType: "text/plain; version=0.0.4; charset=utf-8", headOnly: headOnly)
         case "/healthz":
-            if let reason = context.shared?.unreachableReason ?? context.writePath.writeRefusal?.reason {
+            if let reason = context.shared?.unreachableReason ?? context.writeRefusal?.reason {
                 return Self.reply(503, "Service Unavailable", "store unavailable: \(oneLine(reason))\n", headOnly: headOnly)
             }
             return Self.reply(200, "OK", "ok\n", headOnly: headOnly)
@@ -216,7 +216,7 @@ final class MetricsServer {
         var text = "# HELP profiled_store_kind The store: sqlite (a file of this server's) or postgres (shared).\n"
         text += "# TYPE profiled_store_kind gauge\nprofiled_store_kind{kind=\"\(snapshot.storeKind)\"} 1\n"
         let refusing = "profiled_store_refusing_writes"
-        let refusal = context.writePath.writeRefusal?.label
+        let refusal = context.writeRefusal?.label
         text += "# HELP \(refusing) 1 for the reason the store refuses writes now (as /healthz answers 503), 0 for the others.\n"
         text += "# TYPE \(refusing) gauge\n"
         for label in WriteRefusal.labels { text += "\(refusing){reason=\"\(label)\"} \(label == refusal ? 1 : 0)\n" }

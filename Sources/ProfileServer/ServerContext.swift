@@ -59,6 +59,15 @@ final class ServerContext: Sendable {
 extension ServerContext {
     var respPort: Int { respPortBound.load(ordering: .relaxed) }
 
+    /// Why the store refuses writes now, as any of the writers' paths found (each writer over a
+    /// shared store commits on a connection of its own); nil when it takes them.
+    var writeRefusal: WriteRefusal? {
+        for writer in writers {
+            if let refusal = writer.writePath.writeRefusal { return refusal }
+        }
+        return nil
+    }
+
     /// The writer that commits this connection's writes: always the same one while it lives.
     func writer(for connection: Connection) -> WriteCoordinator {
         writers.count == 1 ? writers[0] : writers[Int(connection.fd) % writers.count]

@@ -2,6 +2,7 @@ import Glibc
 import ProfilePostgres
 import ProfileStore
 import ProfileSystem
+import Synchronization
 
 /// The server's writes into the shared store: each group commit is one PostgreSQL
 /// transaction, in two round trips (libpq's pipeline mode).
@@ -20,6 +21,8 @@ import ProfileSystem
 final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     private let store: PostgresProfileStore
     private var connection: PostgresConnection?
+    /// Why the last commit failed; nil once one commits. Its own lock: /healthz reads it.
+    private let commitRefusal = Mutex<WriteRefusal?>(nil)
 
     init(store: PostgresProfileStore) {
         self.store = store
@@ -33,7 +36,12 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     /// The write buffer's counters are a local store's; a shared store has none.
     var statistics: WritePathStatistics { WritePathStatistics() }
 
-    var writeRefusal: WriteRefusal? { store.unreachableReason.map { WriteRefusal(label: "unreachable", reason: $0) } }
+    /// PostgreSQL out of reach, else the last commit's failure (a permission taken away, a
+    /// full disk on its side), until a commit goes through.
+    var writeRefusal: WriteRefusal? {
+        if let reason = store.unreachableReason { return WriteRefusal(label: "unreachable", reason: reason) }
+        return commitRefusal.withLock { $0 }
+    }
 
     func close() throws {
         connection?.close()
@@ -45,18 +53,33 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
         let deadline = monotonicNanos() + PostgresProfileStore.statementNanos
         switch commitRetrying(units, deadline: deadline) {
         case .success(let planned):
+            accept()
             planned.report(report)
         case .failure(let error) where units.count > 1 && error.kind == .other:
             // The server refused something of one unit: the others go in without it.
             for (index, unit) in units.enumerated() {
                 switch commitRetrying([unit], deadline: monotonicNanos() + PostgresProfileStore.statementNanos) {
-                case .success(let planned): planned.report { _, result in report(index, result) }
-                case .failure(let error): report(index, .failed(error))
+                case .success(let planned):
+                    accept()
+                    planned.report { _, result in report(index, result) }
+                case .failure(let error):
+                    refuse(error)
+                    report(index, .failed(error))
                 }
             }
         case .failure(let error):
+            refuse(error)
             for index in units.indices { report(index, .failed(error)) }
         }
+    }
+
+    private func refuse(_ error: StoreError) {
+        let refusal = WriteRefusal(error)
+        commitRefusal.withLock { $0 = refusal }
+    }
+
+    private func accept() {
+        commitRefusal.withLock { if $0 != nil { $0 = nil } }
     }
 
     /// Commits, again after a deadlock or a serialization failure, until the deadline.

@@ -320,15 +320,27 @@ import Testing
         #expect(refused.output.contains("permission denied for table profiled_schema"), "\(refused.output)")
         #expect(!refused.output.contains("node-secret"))
 
+        // Reads alone first: the node serves, its writes are refused, and /healthz says why
+        // until a write goes through.
         try psql(database, """
             GRANT USAGE ON SCHEMA public TO \(role);
             GRANT SELECT ON profiled_schema TO \(role);
-            GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON profiles TO \(role);
+            GRANT SELECT ON profiles TO \(role);
+            """)
+        let node = try TestServer(["--postgres", asNode, "--metrics", "127.0.0.1:0"])
+        let metrics = try metricsPort(node.log)
+        let client = try node.connect()
+        #expect(try httpStatus(port: metrics, path: "/healthz") == 200)
+        #expect(try client.roundTrip("SET 42 Ann u\n").hasPrefix("ERROR STORE "))
+        let health = try httpGet(port: metrics, path: "/healthz")
+        #expect(health.status == 503)
+        #expect(health.body.contains("refused the statement (SQLSTATE 42501)"), "\(health.body)")
+        try psql(database, """
+            GRANT INSERT, UPDATE, DELETE, TRUNCATE ON profiles TO \(role);
             GRANT USAGE ON SEQUENCE profiles_seq TO \(role);
             """)
-        let node = try TestServer(["--postgres", asNode])
-        let client = try node.connect()
         #expect(try client.roundTrip("SET 42 Ann u\n") == "STORED")
+        #expect(try httpStatus(port: metrics, path: "/healthz") == 200)
         #expect(try client.roundTrip("RECENT 1\n") == "VALUE 42 Ann u")
         #expect(try client.line() == "END")
         #expect(try client.roundTrip("FLUSHALL\n") == "OK")
