@@ -54,6 +54,9 @@ final class Connection {
     var readsInFlight = 0
     /// Requests of this connection that another thread is working on.
     var jobsInFlight: Int { writesInFlight + readsInFlight }
+    /// An MGET answered as far as the high-water mark, whose other ids are answered as the
+    /// client reads; no later request is served before it ends.
+    var unfinishedLookups: UnfinishedLookups? = nil
     /// The peer shut down its sending side: answer what arrived, then close.
     var peerClosed = false
 
@@ -89,10 +92,17 @@ final class Connection {
 
     var queuedOutput: Int { evbuffer_get_length(output) }
 
-    /// What the connection holds now: input kept, unsent replies, replies held for order, and
-    /// a RESP transaction's queue.
+    /// What the connection holds now: input kept, unsent replies, replies held for order, an
+    /// unfinished MGET's ids and a RESP transaction's queue.
     var memoryBytes: Int {
-        pending.capacity + queuedOutput + heldReplies.byteCount + (resp?.transaction?.bytes ?? 0)
+        pending.capacity + queuedOutput + heldReplies.byteCount + (unfinishedLookups?.byteCount ?? 0)
+            + (resp?.transaction?.bytes ?? 0)
+    }
+
+    /// Whether a pass has something to serve without more input: an unfinished MGET, or
+    /// pending input that holds a request, not only the start of one.
+    var hasWorkWaiting: Bool {
+        unfinishedLookups != nil || (!pending.isEmpty && !needsMoreInput)
     }
 
     /// Drops the queued reply bytes after the first `count`, for a reply taken back unsent.
@@ -122,6 +132,7 @@ final class Connection {
         phase = .closed
         pending.release()
         heldReplies.removeAll()
+        unfinishedLookups = nil
         evbuffer_drain(output, evbuffer_get_length(output))
         resp?.transaction = nil
     }

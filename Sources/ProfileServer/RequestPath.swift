@@ -27,10 +27,9 @@ extension Worker {
     private func handleLines(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
         var budget = context.configuration.requestsPerWakeup
-        let highWater = context.configuration.outputHighWater
         prefetchLookups(bytes, count)
         while used < count && budget > 0 && connection.phase == .serving {
-            if out.count + connection.queuedOutput >= highWater { break }
+            if repliesReachHighWater(connection) { break }
             let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)
             var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine)
             if frame == .needMore && rest.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
@@ -200,7 +199,12 @@ extension Worker {
             if context.shared != nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
             let mark = Mark(self, connection)
             do {
-                for i in 0..<count { try lookUp(decoder.argument(i), exists: false, on: connection) }
+                for i in 0..<count {
+                    if i > 0 && repliesReachHighWater(connection) {
+                        return try leaveLookups(i..<count, on: connection) { decoder.argument($0) }
+                    }
+                    try lookUp(decoder.argument(i), exists: false, on: connection)
+                }
                 reply(ReplyEncoder.end, connection)
             } catch {
                 failStore(since: mark, on: connection, error)
@@ -328,6 +332,61 @@ extension Worker {
                 }
             }
         }
+    }
+
+    /// Whether the connection's unsent replies reached its high-water mark: no more is
+    /// answered until the client reads.
+    @inline(__always)
+    func repliesReachHighWater(_ connection: Connection) -> Bool {
+        out.count + connection.queuedOutput >= context.configuration.outputHighWater
+    }
+
+    /// Keeps an MGET's ids from `left` to be answered as the client reads. First each of them
+    /// the cache does not hold is read from the store into it: a store failure is then found
+    /// while nothing of the reply has been sent, and still replaces all of it (PROTOCOL.md).
+    /// - Throws: the store's error; nothing was kept then.
+    private func leaveLookups(_ left: Range<Int>, on connection: Connection,
+                              id: (Int) -> UnsafeRawBufferPointer) throws {
+        for i in left { try readIntoCache(id(i)) }
+        connection.unfinishedLookups = UnfinishedLookups(left.count) { id(left.lowerBound + $0) }
+    }
+
+    /// Reads `userId` from the store into the cache unless the cache holds it or its absence.
+    private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws {
+        guard case .miss(let ticket) = context.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: out.end, count: 0))
+        else { return }
+        counters.cacheMisses += 1
+        try beginReadTransaction()
+        try reader!.lookup(userId) { row in
+            context.cache.fill(userId, profile: row.map { encodeForCache($0, at: valueScratch) }, ticket: ticket)
+        }
+    }
+
+    /// Answers an unfinished MGET's ids up to the high-water mark, and ends its reply once
+    /// they are all answered; true when no MGET is left unfinished.
+    ///
+    /// The cache holds what the ids had when the MGET was taken, unless it dropped them since;
+    /// if the store then fails, part of the reply is already sent and cannot be replaced: the
+    /// connection is closed after what was sent, which no client can take for a whole reply.
+    func continueLookups(_ connection: Connection) -> Bool {
+        guard connection.unfinishedLookups != nil else { return true }
+        while !connection.unfinishedLookups!.isDone {
+            if repliesReachHighWater(connection) { return false }
+            do {
+                try connection.unfinishedLookups!.withNext { try lookUp($0, exists: false, on: connection) }
+            } catch {
+                Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
+                         ["error": "\(error)"])
+                counters.errors += 1
+                connection.unfinishedLookups = nil
+                connection.phase = .closing
+                return false
+            }
+            connection.unfinishedLookups!.advance()
+        }
+        connection.unfinishedLookups = nil
+        reply(ReplyEncoder.end, connection)
+        return true
     }
 
     private func appendAbsent(_ userId: UnsafeRawBufferPointer, exists: Bool, _ connection: Connection) {

@@ -372,7 +372,7 @@ final class Worker: @unchecked Sendable {
     fileprivate func readable(_ connection: Connection) {
         guard connection.phase == .serving else { return }
         passStart = monotonicNanos()
-        if connection.pending.isEmpty {
+        if connection.pending.isEmpty && connection.unfinishedLookups == nil {
             guard !connection.peerClosed else { return finishPass(connection) }
             // Never more than the front's input limit: what is left unhandled must fit the connection.
             let n = recv(connection.fd, readBuffer, min(readBufferBytes, connection.pending.limit), 0)
@@ -387,7 +387,7 @@ final class Worker: @unchecked Sendable {
         } else {
             // Never more than the front's input limit buffered: a request longer than that is
             // refused, not stored.
-            if !connection.peerClosed && connection.jobsInFlight == 0 {
+            if !connection.peerClosed && connection.jobsInFlight == 0 && connection.unfinishedLookups == nil {
                 let room = connection.pending.room()
                 if room.count > 0 {
                     let n = recv(connection.fd, room.baseAddress!, room.count, 0)
@@ -413,17 +413,18 @@ final class Worker: @unchecked Sendable {
             close(connection)
             return
         }
-        // Room again: take up the input that backpressure left waiting.
-        if connection.phase == .serving && !connection.pending.isEmpty {
+        // Room again: take up the MGET and the input that backpressure left waiting.
+        if connection.phase == .serving && (connection.unfinishedLookups != nil || !connection.pending.isEmpty) {
             passStart = monotonicNanos()
             handlePending(connection)
         }
         finishPass(connection)
     }
 
-    /// Serves lines kept in the connection's own buffer.
+    /// Finishes an unfinished MGET as far as the high-water mark lets it, then serves the
+    /// requests kept in the connection's own buffer once it is done.
     private func handlePending(_ connection: Connection) {
-        guard !connection.pending.isEmpty, connection.phase == .serving else { return }
+        guard connection.phase == .serving, continueLookups(connection), !connection.pending.isEmpty else { return }
         let used = handleInput(connection, connection.pending.base!, connection.pending.count)
         if connection.phase != .closed { connection.pending.consume(used) }
     }
@@ -452,7 +453,7 @@ final class Worker: @unchecked Sendable {
         account(connection)
         guard connection.phase != .closed else { return }
         let idle = connection.jobsInFlight == 0 && connection.queuedOutput == 0
-        if idle && (connection.phase == .closing || (connection.peerClosed && !hasCompleteRequest(connection))) {
+        if idle && (connection.phase == .closing || (connection.peerClosed && !connection.hasWorkWaiting)) {
             close(connection)
             return
         }
@@ -488,11 +489,6 @@ final class Worker: @unchecked Sendable {
             requestsAnswered += passVerbCounts[raw]
             passVerbCounts[raw] = 0
         }
-    }
-
-    /// Whether what is pending holds a request to serve, not only the start of one.
-    private func hasCompleteRequest(_ connection: Connection) -> Bool {
-        !connection.pending.isEmpty && !connection.needsMoreInput
     }
 
     /// Sends the pass's replies: straight from scratch when nothing is queued before them.
@@ -539,7 +535,7 @@ final class Worker: @unchecked Sendable {
         }
         // Requests left by the per-wake-up budget or by waiting for writes: come back to them on
         // the next loop turn, after other connections had theirs.
-        if connection.phase == .serving && connection.jobsInFlight == 0 && !backlogged && hasCompleteRequest(connection) {
+        if connection.phase == .serving && connection.jobsInFlight == 0 && !backlogged && connection.hasWorkWaiting {
             event_active(connection.readEvent, Int32(EV_READ), 0)
         }
     }

@@ -1,0 +1,34 @@
+/// The ids an MGET has left to answer once its reply reached the connection's high-water
+/// mark: the rest of the reply is made as the client reads (`Worker.continueLookups`), so a
+/// connection never holds more than the mark plus one profile's reply.
+///
+/// The ids are copied out of the request line, which is then done with; the copy counts in
+/// the connection's memory. Threading: the worker thread that owns the connection.
+struct UnfinishedLookups {
+    private var bytes: [UInt8] = []
+    /// Where each id ends in `bytes`.
+    private var ends: [Int] = []
+    /// The next id to answer.
+    private(set) var next = 0
+
+    init(_ count: Int, id: (Int) -> UnsafeRawBufferPointer) {
+        ends.reserveCapacity(count)
+        for index in 0..<count {
+            bytes.append(contentsOf: id(index))
+            ends.append(bytes.count)
+        }
+    }
+
+    var isDone: Bool { next == ends.count }
+
+    /// The next id's bytes, valid until `advance` or until this value is dropped.
+    func withNext<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let start = next == 0 ? 0 : ends[next - 1]
+        return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<ends[next]])) }
+    }
+
+    mutating func advance() { next += 1 }
+
+    /// What it holds, for the clients' memory.
+    var byteCount: Int { bytes.capacity + ends.capacity * MemoryLayout<Int>.stride }
+}
