@@ -1,8 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Dependencies point one way: C system libraries -> protocol / cache / store ->
-// server -> executables. The CLI reaches the server through ProfileClient; the bench opens
+// Dependencies point one way: C system libraries -> protocol / cache / store interface ->
+// server -> store implementations and executables. The CLI reaches the server through ProfileClient; the bench opens
 // its connections with ProfileClient and writes its pipelined requests itself, the same way
 // for profiled, memcached and Redis.
 // The request path keeps its state in class properties; release builds skip the dynamic
@@ -48,7 +48,11 @@ let package = Package(
         // The RESP front's codec, a sibling of ProfileProtocol: the same request path, another wire format.
         .target(name: "RESPProtocol", dependencies: ["ProfileModel", "WireBytes"], swiftSettings: hotPath),
         .target(name: "ProfileCache", dependencies: ["CPrefetch", "ProfileSystem"], swiftSettings: hotPath),
-        .target(name: "ProfileStore", dependencies: ["CSQLite", "CLinux", "CPrefetch", "CCRC32C", "ProfileSystem", "WireBytes"],
+        // What the server knows of a store: reads, the write path, shared stores, errors.
+        .target(name: "ProfileStore"),
+        // The store file: SQLite in the cache directory, with its write log and merger.
+        .target(name: "ProfileStoreSQLite",
+                dependencies: ["CSQLite", "CLinux", "CPrefetch", "CCRC32C", "ProfileStore", "ProfileSystem", "WireBytes"],
                 swiftSettings: hotPath),
         // One libpq connection with a deadline on every call, for stores shared by several nodes.
         .target(name: "ProfilePostgres", dependencies: ["CPostgres", "ProfileSystem"]),
@@ -60,10 +64,12 @@ let package = Package(
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.
-        .target(name: "ProfileAdmin", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileProtocol", "WireBytes"]),
+        .target(name: "ProfileAdmin",
+                dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileStoreSQLite", "ProfileProtocol", "WireBytes"]),
         .target(name: "ProfileBench", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileProtocol"]),
 
-        .executableTarget(name: "profiled", dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore", "ProfileStorePostgres"]),
+        .executableTarget(name: "profiled",
+                          dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore", "ProfileStoreSQLite", "ProfileStorePostgres"]),
         .executableTarget(name: "profilectl", dependencies: ["ProfileAdmin"]),
         .executableTarget(name: "profilebench", dependencies: ["ProfileBench"]),
 
@@ -73,14 +79,16 @@ let package = Package(
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileModel", "ProfileProtocol", "ProfileTestSupport", "WireBytes"]),
         .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol", "ProfileModel"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
-        .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore", "CSQLite", "ProfileTestSupport"]),
+        .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore", "ProfileStoreSQLite", "CSQLite", "ProfileTestSupport"]),
         // Against the throw-away PostgreSQL that Scripts/test starts (PROFILED_TEST_POSTGRES).
         .testTarget(name: "ProfilePostgresTests", dependencies: ["ProfilePostgres", "ProfileSystem", "ProfileTestSupport"]),
         .testTarget(name: "ProfileServerTests",
-                    dependencies: ["ProfileServer", "ProfileCache", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileSystem", "CSQLite",
+                    dependencies: ["ProfileServer", "ProfileCache", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileStoreSQLite",
+                                   "ProfileSystem", "CSQLite",
                                    "ProfileTestSupport"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),
-        .testTarget(name: "ProfileAdminTests", dependencies: ["ProfileAdmin", "ProfileClient", "ProfileStore", "ProfileTestSupport"]),
+        .testTarget(name: "ProfileAdminTests",
+                    dependencies: ["ProfileAdmin", "ProfileClient", "ProfileStore", "ProfileStoreSQLite", "ProfileTestSupport"]),
         .testTarget(name: "ProfileBenchTests", dependencies: ["ProfileBench", "ProfileClient", "ProfileTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

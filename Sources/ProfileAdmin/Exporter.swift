@@ -1,6 +1,7 @@
 import Glibc
 import ProfileClient
 import ProfileStore
+import ProfileStoreSQLite
 
 /// What an export reads and where it writes.
 ///

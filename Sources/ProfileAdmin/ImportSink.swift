@@ -2,6 +2,7 @@ import Glibc
 import ProfileClient
 import ProfileProtocol
 import ProfileStore
+import ProfileStoreSQLite
 
 /// Where an import writes.
 ///

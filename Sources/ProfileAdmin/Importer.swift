@@ -2,6 +2,7 @@ import Glibc
 import ProfileClient
 import ProfileProtocol
 import ProfileStore
+import ProfileStoreSQLite
 
 /// What an import reads and where it writes.
 ///

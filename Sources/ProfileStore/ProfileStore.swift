@@ -39,33 +39,6 @@ public protocol ProfileReader: AnyObject {
     func endRead()
 }
 
-/// Writes the profile table directly, for offline tools (an import into a store file that no
-/// server holds): large transactions, no write log.
-///
-/// `upsert(_:)` belongs inside `transaction`; called outside one, it runs in a transaction of
-/// its own.
-///
-/// Threading: not thread-safe. One thread at a time.
-public protocol ProfileWriter: AnyObject {
-    /// BEGIN IMMEDIATE; body; COMMIT. On any error: ROLLBACK and rethrow, so
-    /// nothing of `body` stays. A write that fails dooms the transaction even
-    /// when `body` catches its error. Not reentrant.
-    func transaction<R>(_ body: () throws -> R) throws -> R
-    /// An empty batch for `upsert(_:)`; it keeps at most one run of rows in memory and the
-    /// rest in an unnamed temporary file beside the store.
-    func makeUpsertBatch() -> UpsertBatch
-    /// Inserts or replaces every row of `batch` as if upserted one after another in the order
-    /// they were appended: each row gets a newer write sequence than the rows before it, those
-    /// of earlier batches of the transaction included, and a repeated id keeps its last row.
-    /// Writes them sorted by id, then empties the batch, also when it throws. A large batch
-    /// into a table not much larger may build the recency table again within the transaction
-    /// instead of appending to it.
-    func upsert(_ batch: UpsertBatch) throws
-    /// Copies the write-ahead log into the database and truncates it; called
-    /// at clean shutdown, outside a transaction.
-    func checkpoint() throws
-}
-
 /// The server's way to write: it hands the store units of operations and learns when each
 /// is committed, with what each operation found and left. How the store makes them durable,
 /// and when and how it moves them into its table, is its own business.

@@ -1,7 +1,5 @@
-import CSQLite
-
-/// Why the store failed: the SQLite result code, its message, the SQL being
-/// run and the database path, printable as one sentence.
+/// Why the store failed: what kind of failure, the store's own code and message for it, the
+/// statement being run and where the store is, printable as one sentence.
 ///
 /// Threading: a plain value; any thread.
 public struct StoreError: Error, CustomStringConvertible, Sendable {
@@ -33,31 +31,29 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
     }
 
     public var kind: Kind
-    /// SQLite's extended result code. Failures found outside SQLite carry the
-    /// closest code: SQLITE_BUSY for `.locked`, SQLITE_NOTADB for a foreign
-    /// file, SQLITE_ERROR for `.newerSchema`, SQLITE_CANTOPEN when a directory
-    /// or the lock file cannot be made.
-    public var resultCode: Int32
-    /// SQLite's message, or what this module found.
+    /// The store's own code for the failure, with what it is (`SQLite code 13`); nil when
+    /// the store has none.
+    public var code: String?
+    /// The store's message, or what the store module found.
     public var message: String
     /// The statement that failed, when there is one.
     public var sql: String?
-    /// The database file.
+    /// Where the store is: its file, or its server.
     public var path: String
     /// A reason for clients when the kind's own would say too little; never a path.
     private var clientReason: String?
 
-    public init(kind: Kind, resultCode: Int32, message: String, sql: String? = nil, path: String,
+    public init(kind: Kind, code: String? = nil, message: String, sql: String? = nil, path: String,
                 clientReason: String? = nil) {
         self.kind = kind
-        self.resultCode = resultCode
+        self.code = code
         self.message = message
         self.sql = sql
         self.path = path
         self.clientReason = clientReason
     }
 
-    /// Why, for a client: one phrase with the result code, naming no file of the server (the
+    /// Why, for a client: one phrase with the store's code, naming no file of the server (the
     /// server's log gets `description`, which does).
     public var reason: String {
         if let clientReason { return clientReason }
@@ -74,32 +70,14 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         case .outcomeUnknown: "outcome unknown"
         case .other: "the store failed"
         }
-        return "\(phrase) (code \(resultCode))"
-    }
-
-    /// An error reported by SQLite, classified by its primary result code.
-    init(resultCode: Int32, message: String, sql: String?, path: String) {
-        self.init(kind: Self.kind(ofResultCode: resultCode), resultCode: resultCode,
-                  message: message, sql: sql, path: path)
-    }
-
-    static func kind(ofResultCode code: Int32) -> Kind {
-        switch code & 0xff {
-        case SQLITE_BUSY, SQLITE_LOCKED: .busy
-        case SQLITE_FULL: .full
-        case SQLITE_IOERR: .io
-        case SQLITE_CORRUPT: .corrupt
-        case SQLITE_NOTADB: .notADatabase
-        case SQLITE_INTERRUPT: .interrupted
-        default: .other
-        }
+        return code.map { "\(phrase) (\($0))" } ?? phrase
     }
 
     /// One phrase for the operator (lower case, no closing period, as profiled's other
-    /// messages): the path, what happened, SQLite's message and code, and the head of the
+    /// messages): the path, what happened, the store's message and code, and the head of the
     /// statement that failed (a batch's statement runs to hundreds of placeholders).
     public var description: String {
-        let cause = "\(message) (SQLite code \(resultCode))"
+        let cause = code.map { "\(message) (\($0))" } ?? message
         let statement = sql.map { " while running \(Self.head(ofStatement: $0))" } ?? ""
         switch kind {
         case .locked:
@@ -127,7 +105,7 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
 
     /// A statement's first words, up to its column or value list or its clauses (at most six):
     /// `INSERT INTO profiles`, `DELETE FROM profiles`.
-    static func head(ofStatement sql: String) -> String {
+    public static func head(ofStatement sql: String) -> String {
         var words: [Substring] = []
         for word in sql.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }) {
             if word.hasPrefix("(") || ["VALUES", "WHERE", "SET"].contains(word.uppercased()) || words.count == 6 { break }

@@ -80,21 +80,16 @@ public enum KnownProfile {
 /// Threading: valid only inside the `report` call that received it; views are too.
 public struct WriteOutcomes {
     let states: UnsafeBufferPointer<OperationOutcome>
-    /// The commit's log frame, and its side buffer of values that are not logged.
-    let frame: UnsafeRawPointer
+    /// Where the rows after lie: the commit's bytes, and a side buffer for the outcomes marked
+    /// `inSide` (a store that logs its commits keeps there the values it does not log).
+    let bytes: UnsafeRawPointer
     let side: UnsafeRawPointer
 
-    /// Outcomes whose rows lie in `bytes` (a store without a log frame keeps them there).
-    public init(_ states: UnsafeBufferPointer<OperationOutcome>, bytes: UnsafeRawPointer) {
+    /// Outcomes whose rows lie in `bytes`, or in `side` for those marked `inSide`.
+    public init(_ states: UnsafeBufferPointer<OperationOutcome>, bytes: UnsafeRawPointer, side: UnsafeRawPointer? = nil) {
         self.states = states
-        frame = bytes
-        side = bytes
-    }
-
-    init(states: UnsafeBufferPointer<OperationOutcome>, frame: UnsafeRawPointer, side: UnsafeRawPointer) {
-        self.states = states
-        self.frame = frame
-        self.side = side
+        self.bytes = bytes
+        self.side = side ?? bytes
     }
 
     /// The profile's state before the operation (for `.read`: as it is).
@@ -104,7 +99,7 @@ public struct WriteOutcomes {
     public func after(_ index: Int) -> ProfileRow? {
         let outcome = states[index]
         guard outcome.exists else { return nil }
-        let bytes = outcome.inSide ? side : frame
+        let bytes = outcome.inSide ? side : self.bytes
         return ProfileRow(
             userId: UnsafeRawBufferPointer(start: bytes + outcome.userId.lowerBound, count: outcome.userId.count),
             name: UnsafeRawBufferPointer(start: bytes + outcome.name.lowerBound, count: outcome.name.count),
@@ -118,33 +113,28 @@ public struct WriteOutcomes {
     /// The id an operation that changed the store wrote or removed (empty for `.removeAll`).
     public func userId(_ index: Int) -> UnsafeRawBufferPointer {
         let outcome = states[index]
-        return UnsafeRawBufferPointer(start: (outcome.inSide ? side : frame) + outcome.userId.lowerBound,
+        return UnsafeRawBufferPointer(start: (outcome.inSide ? side : bytes) + outcome.userId.lowerBound,
                                       count: outcome.userId.count)
     }
 }
 
 /// One operation's outcome inside a commit: its state before, and where its row after lies in
-/// the commit's bytes (its log frame, or its side buffer when `inSide`).
+/// the commit's bytes (in its side buffer when `inSide`).
 ///
 /// A plain value; any thread.
 public struct OperationOutcome: Sendable {
-    var before: ProfileState
-    var exists: Bool
-    var changed: Bool
-    var inSide: Bool
-    var userId: Range<Int>
-    var name: Range<Int>
-    var portraitUri: Range<Int>
+    public var before: ProfileState
+    public var exists: Bool
+    public var changed: Bool
+    public var inSide: Bool
+    public var userId: Range<Int>
+    public var name: Range<Int>
+    public var portraitUri: Range<Int>
 
-    /// An outcome whose row after (when `exists`) lies at these ranges of the unit's bytes.
-    public init(before: ProfileState, exists: Bool, changed: Bool, userId: Range<Int>, name: Range<Int>,
-                portraitUri: Range<Int>) {
-        self.init(before: before, exists: exists, changed: changed, inSide: false, userId: userId, name: name,
-                  portraitUri: portraitUri)
-    }
-
-    init(before: ProfileState, exists: Bool, changed: Bool, inSide: Bool, userId: Range<Int>, name: Range<Int>,
-         portraitUri: Range<Int>) {
+    /// An outcome whose row after (when `exists`) lies at these ranges of the commit's bytes,
+    /// or of its side buffer when `inSide`.
+    public init(before: ProfileState, exists: Bool, changed: Bool, inSide: Bool = false, userId: Range<Int>,
+                name: Range<Int>, portraitUri: Range<Int>) {
         self.before = before
         self.exists = exists
         self.changed = changed
@@ -154,8 +144,8 @@ public struct OperationOutcome: Sendable {
         self.portraitUri = portraitUri
     }
 
-    static let none = OperationOutcome(before: .absent, exists: false, changed: false, inSide: false,
-                                       userId: 0..<0, name: 0..<0, portraitUri: 0..<0)
+    public static let none = OperationOutcome(before: .absent, exists: false, changed: false,
+                                              userId: 0..<0, name: 0..<0, portraitUri: 0..<0)
 }
 
 /// How a unit's commit ended.

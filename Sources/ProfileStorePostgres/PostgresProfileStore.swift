@@ -93,10 +93,10 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
     func storeError(_ error: PostgresError) -> StoreError {
         switch error.kind {
         case .connect, .connectionLost, .timeout:
-            return StoreError(kind: .unreachable, resultCode: 0, message: error.description, path: description,
+            return StoreError(kind: .unreachable, message: error.description, path: description,
                               clientReason: Self.unreachable)
         case .server(let sqlstate):
-            return StoreError(kind: .other, resultCode: 0, message: error.description, path: description,
+            return StoreError(kind: .other, message: error.description, path: description,
                               clientReason: "the shared store refused the statement (SQLSTATE \(sqlstate))")
         }
     }

@@ -23,7 +23,7 @@ final class PostgresReader: SharedProfileReader {
         connection = nil
         let now = monotonicNanos()
         guard now - lastFailedConnect > 100_000_000 || lastFailedConnect == 0 else {
-            throw StoreError(kind: .unreachable, resultCode: 0, message: "PostgreSQL at \(store.description) cannot be reached",
+            throw StoreError(kind: .unreachable, message: "PostgreSQL at \(store.description) cannot be reached",
                              path: store.description, clientReason: PostgresProfileStore.unreachable)
         }
         do {

@@ -199,7 +199,7 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
         case "aborted": throw failure
         default:
             throw CommitOutcomeError(error: StoreError(
-                kind: .outcomeUnknown, resultCode: 0,
+                kind: .outcomeUnknown,
                 message: "the connection to PostgreSQL at \(store.description) broke during COMMIT and the outcome could not be found out: \(failure)",
                 path: store.description,
                 clientReason: "outcome unknown: the connection to the shared store broke during COMMIT; the write may or may not have been applied"))

@@ -2,6 +2,7 @@ import Glibc
 import ProfileServer
 import ProfileStore
 import ProfileStorePostgres
+import ProfileStoreSQLite
 
 /// Where the profiles live, as the flags and the config file chose: a store file of this
 /// server's (SQLite), or a PostgreSQL database that several servers share. The executable

@@ -1,7 +1,8 @@
-import ProfileTestSupport
 import Glibc
+import ProfileStore
+@testable import ProfileStoreSQLite
+import ProfileTestSupport
 import Testing
-@testable import ProfileStore
 
 @Suite struct OfflineImportTests {
     /// Whether `recent` has a live row for every profile, the store's quick_check and its row

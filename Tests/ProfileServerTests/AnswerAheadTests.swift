@@ -2,7 +2,8 @@ import CSQLite
 import Glibc
 import ProfileClient
 @testable import ProfileServer
-@_spi(Testing) import ProfileStore
+import ProfileStore
+@_spi(Testing) import ProfileStoreSQLite
 import ProfileTestSupport
 import Testing
 

@@ -1,10 +1,11 @@
-import ProfileTestSupport
 import Glibc
 import ProfileCache
 import ProfileClient
 @testable import ProfileServer
-@_spi(Testing) import ProfileStore
+import ProfileStore
+import ProfileStoreSQLite
 import ProfileSystem
+import ProfileTestSupport
 
 /// The server's own workers and group-commit writer, run in this process on a store the test
 /// holds, so the test can inject faults into the store (`SQLiteProfileStore.setFault`) that no

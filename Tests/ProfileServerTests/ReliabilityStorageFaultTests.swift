@@ -3,7 +3,8 @@ import CSQLite
 import Glibc
 import ProfileClient
 @testable import ProfileServer
-@_spi(Testing) import ProfileStore
+import ProfileStore
+@_spi(Testing) import ProfileStoreSQLite
 import Synchronization
 import Testing
 
@@ -335,7 +336,7 @@ private final class ReadFault: Sendable {
     }
 
     func check() throws {
-        if isOn { throw StoreError(kind: .io, resultCode: SQLITE_IOERR, message: "disk I/O error (injected)", path: "") }
+        if isOn { throw StoreError(kind: .io, code: "SQLite code \(SQLITE_IOERR)", message: "disk I/O error (injected)", path: "") }
     }
 }
 

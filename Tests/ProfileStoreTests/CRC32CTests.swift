@@ -1,4 +1,5 @@
-@testable import ProfileStore
+import ProfileStore
+@testable import ProfileStoreSQLite
 import ProfileTestSupport
 import Testing
 

@@ -1,5 +1,6 @@
-import Testing
 import ProfileStore
+@testable import ProfileStoreSQLite
+import Testing
 
 @Suite struct DefaultPathTests {
     func path(_ environment: [String: String]) -> String {

@@ -1,5 +1,6 @@
+import ProfileStore
+@testable import ProfileStoreSQLite
 import Testing
-@testable import ProfileStore
 
 /// The order a merge walks ids in: byte order, the newest entry of each, whatever prefix the
 /// ids share (the sort compares eight bytes after it as an integer) and whether one id is the

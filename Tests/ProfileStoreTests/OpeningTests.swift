@@ -1,8 +1,9 @@
 import CSQLite
 import Glibc
+import ProfileStore
+@_spi(Testing) @testable import ProfileStoreSQLite
 import ProfileTestSupport
 import Testing
-@_spi(Testing) @testable import ProfileStore
 
 @Suite struct OpeningTests {
     let directory = TemporaryDirectory()

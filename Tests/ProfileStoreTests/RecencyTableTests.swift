@@ -1,5 +1,6 @@
+import ProfileStore
+@testable import ProfileStoreSQLite
 import Testing
-@testable import ProfileStore
 
 /// When the merger builds `recent` again: past four times the live rows, and past eight
 /// while writes wait for merges, so that the rebuild does not take the merger from them.

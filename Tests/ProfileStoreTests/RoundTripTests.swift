@@ -1,5 +1,6 @@
+import ProfileStore
+@testable import ProfileStoreSQLite
 import Testing
-@testable import ProfileStore
 
 @Suite struct RoundTripTests {
     let directory = TemporaryDirectory()

@@ -1,6 +1,7 @@
 import CSQLite
+import ProfileStore
+@testable import ProfileStoreSQLite
 import Testing
-@testable import ProfileStore
 
 /// What the operator reads of a store failure: one phrase, whatever statement failed.
 @Suite struct StoreErrorTests {

@@ -1,6 +1,7 @@
 import Glibc
+import ProfileStore
+@testable import ProfileStoreSQLite
 import Testing
-@testable import ProfileStore
 
 /// A fresh directory from mkdtemp, removed with everything in it on deinit.
 final class TemporaryDirectory {

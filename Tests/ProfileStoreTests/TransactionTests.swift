@@ -1,6 +1,7 @@
 import CSQLite
+import ProfileStore
+@_spi(Testing) @testable import ProfileStoreSQLite
 import Testing
-@_spi(Testing) @testable import ProfileStore
 
 private struct Abort: Error {}
 
@@ -135,7 +136,7 @@ private struct Abort: Error {}
             }
         }
         #expect(error?.kind == kind)
-        #expect(error?.resultCode == code)
+        #expect(error?.code == "SQLite code \(code)")
         #expect(throws: StoreError.self) { try writer.upsert(Profile("other", "o", "")) }
         #expect(try reader.get("keep") != nil)
         #expect(try reader.count() == 1)

@@ -1,7 +1,8 @@
 import CSQLite
 import Glibc
+import ProfileStore
+@_spi(Testing) @testable import ProfileStoreSQLite
 import Testing
-@_spi(Testing) @testable import ProfileStore
 
 private struct Abort: Error {}
 

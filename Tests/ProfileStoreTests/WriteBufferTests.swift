@@ -1,5 +1,6 @@
+import ProfileStore
+@testable import ProfileStoreSQLite
 import Testing
-@testable import ProfileStore
 
 /// The write buffer's index against a model: every id finds its newest entry through appends,
 /// drops of merged memtables (whose slots go stale and are passed over), rebuilds of the

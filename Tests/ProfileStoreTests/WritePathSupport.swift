@@ -1,6 +1,7 @@
 import CSQLite
 import Glibc
-@_spi(Testing) @testable import ProfileStore
+import ProfileStore
+@_spi(Testing) @testable import ProfileStoreSQLite
 
 /// A write unit built from strings, owning the bytes its operations point at.
 final class TestUnit: WriteUnit {

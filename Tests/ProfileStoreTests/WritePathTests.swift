@@ -1,7 +1,8 @@
 import CSQLite
 import Glibc
+import ProfileStore
+@_spi(Testing) @testable import ProfileStoreSQLite
 import Testing
-@_spi(Testing) @testable import ProfileStore
 
 /// The store's write path: what a commit does to each operation, what readers see before
 /// and after the merge, what reopening does with what the log holds, and how commits are held
@@ -282,7 +283,7 @@ import Testing
                 Issue.record("a commit went through a fault")
                 continue
             }
-            #expect(error.resultCode == code)
+            #expect(error.code == "SQLite code \(code)")
             #expect(!error.reason.contains(path), "a reason for clients names a file: \(error.reason)")
         }
         store.setFault(nil)

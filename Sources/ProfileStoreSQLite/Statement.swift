@@ -1,4 +1,5 @@
 import CSQLite
+import ProfileStore
 
 /// A prepared statement that owns its handle and finalizes it in deinit.
 ///

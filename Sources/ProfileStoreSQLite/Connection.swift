@@ -1,4 +1,5 @@
 import CSQLite
+import ProfileStore
 
 /// One SQLite connection to the store's file, closed in deinit.
 ///

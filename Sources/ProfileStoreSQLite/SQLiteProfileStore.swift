@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import ProfileStore
 import Synchronization
 
 /// How hard a commit waits for the disk.

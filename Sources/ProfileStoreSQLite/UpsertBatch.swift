@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import ProfileStore
 
 /// The rows of one large upsert, gathered in input order for `ProfileWriter.upsert(_:)`,
 /// which writes them in id order.

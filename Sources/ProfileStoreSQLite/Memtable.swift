@@ -1,4 +1,5 @@
 import Glibc
+import ProfileStore
 
 /// One batch of committed writes kept in memory until a merge moves them into the table: the
 /// entries in commit order, in chunks that never move, so a view of an entry stays valid for

@@ -1,3 +1,5 @@
+import ProfileStore
+
 /// Upserts copied aside until the writer hands them to SQLite together.
 ///
 /// One statement of 32 rows costs about two thirds of 32 one-row statements,

@@ -1,4 +1,5 @@
 import CSQLite
+import ProfileStore
 
 /// Reads profiles over a connection of its own, with its statements prepared once: the write
 /// buffer first, then the table. Lookups allocate nothing: the id is bound in place and the row

@@ -1,4 +1,5 @@
 import CCRC32C
+import ProfileStore
 
 /// CRC-32C (Castagnoli), the checksum of the write log's frames: a torn or damaged frame at
 /// the end of a segment is told from a whole one by it.

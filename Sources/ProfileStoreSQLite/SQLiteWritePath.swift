@@ -1,4 +1,5 @@
 import Glibc
+import ProfileStore
 import ProfileSystem
 import Synchronization
 import WireBytes
@@ -182,7 +183,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
             var first = 0
             for (index, unit) in units.enumerated() {
                 let states = UnsafeBufferPointer(rebasing: all[first..<first + unit.operationCount])
-                report(index, .committed(WriteOutcomes(states: states, frame: frame.storage, side: side.base)))
+                report(index, .committed(WriteOutcomes(states, bytes: frame.storage, side: side.base)))
                 first += unit.operationCount
             }
         }

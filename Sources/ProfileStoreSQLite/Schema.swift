@@ -1,4 +1,5 @@
 import CSQLite
+import ProfileStore
 
 /// The database layout, how a file is recognized as ours, and how an older
 /// layout is brought up to date.

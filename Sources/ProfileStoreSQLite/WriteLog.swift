@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import ProfileStore
 import ProfileSystem
 
 /// The write log: where the server's writes become durable before anything else, as plain

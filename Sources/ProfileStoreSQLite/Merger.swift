@@ -1,6 +1,7 @@
 import CLinux
 import CSQLite
 import Glibc
+import ProfileStore
 import ProfileSystem
 import Synchronization
 import WireBytes

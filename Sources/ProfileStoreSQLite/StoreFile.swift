@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import ProfileStore
 import Synchronization
 
 /// The database file a store opened: its path and settings, the process-

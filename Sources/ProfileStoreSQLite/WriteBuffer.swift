@@ -1,5 +1,6 @@
 import CPrefetch
 import Glibc
+import ProfileStore
 import ProfileSystem
 import Synchronization
 import WireBytes

@@ -1,3 +1,5 @@
+import ProfileStore
+
 /// The `recent` table (see `Schema`): write sequences in order with the id each wrote, for
 /// RECENT. A row counts only while its profile still has that sequence; rows that later writes
 /// or removals made stale stay until the table is built again from `profiles`.

@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import ProfileStore
 
 /// The write log as earlier versions kept it: an SQLite file beside the database,
 /// `<path>-writes`, with the tables `writes_0` and `writes_1` of (user_id, name, portrait_uri,

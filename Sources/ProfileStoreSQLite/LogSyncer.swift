@@ -1,4 +1,5 @@
 import Glibc
+import ProfileStore
 import ProfileSystem
 import Synchronization
 
