@@ -155,6 +155,41 @@ import Testing
         #expect(try c.readLines().count == (verb == "MGET" ? 101 : 100))
     }
 
+    /// An MGET whose reply reaches the 1 MiB high-water mark is finished as the client reads;
+    /// the ids it has left are read from the store first, so a read failing among them still
+    /// makes the whole reply ERROR STORE, with nothing of it sent.
+    @Test func aReadFailingPastTheHighWaterMarkGetsOnlyStoreError() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let fault = ReadFault()
+        let server = try InProcessServer(path: directory + "/profiles.sqlite3",
+                                         wrapReader: { FailingReader($0, fault: fault) })
+        let c = try server.connect()
+        // 150 VALUE lines of 9.2 KB: 1.4 MB, past the mark, all cached; then an id the cache
+        // does not know, which only the store can answer.
+        let ids = (0..<150).map { "big\($0)" }
+        let name = String(repeating: "\u{01}", count: 256)
+        let uri = String(repeating: "\u{01}", count: 2048)
+        for id in ids { c.send("SET", [id, name, uri]) }
+        try c.flush()
+        for _ in ids { #expect(try c.line() == "STORED") }
+        #expect(try c.mget(ids.map { Array($0.utf8) }).allSatisfy { $0 != nil })
+        let request = "MGET \(ids.joined(separator: " ")) freshmiss\n"
+
+        fault.isOn = true
+        c.sendRaw(Array((request + "PING\n").utf8))
+        try c.flush()
+        let reply = try c.line()
+        let isStoreError = reply.hasPrefix("ERROR STORE ")
+        #expect(isStoreError, "\(reply.prefix(60))")
+        #expect(try c.line() == "PONG")
+
+        fault.isOn = false
+        c.sendRaw(Array(request.utf8))
+        try c.flush()
+        #expect(try c.readLines().count == 151)
+    }
+
     /// A real full disk: a 4 MiB tmpfs filled up with another file, then freed again.
     @Test func aFullFilesystemFailsWritesUntilThereIsRoomAgain() throws {
         let mountPoint = try makeTemporaryDirectory()
