@@ -9,9 +9,12 @@ import WireBytes
 public struct RESPKeyspace: Sendable {
     /// The bytes every profile's key starts with; empty for none.
     public let prefix: [UInt8]
+    /// `prefix.count`, read on every key without touching the array.
+    @usableFromInline let prefixCount: Int
 
     public init(prefix: [UInt8]) {
         self.prefix = prefix
+        prefixCount = prefix.count
     }
 
     /// The userId a key names, or nil when it names none: without the prefix, or not a
@@ -24,14 +27,14 @@ public struct RESPKeyspace: Sendable {
     /// What follows the prefix, when it is 1 to 128 bytes: a userId if `isUserId` says so.
     /// A read looks it up in the cache first, which holds only userIds, and checks it only
     /// when the cache does not know it.
-    @inlinable
+    @inlinable @inline(__always)
     public func possibleUserId(ofKey key: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        guard key.count > prefix.count, key.count - prefix.count <= ProfileLimits.userId else { return nil }
-        if !prefix.isEmpty {
-            let matches = prefix.withUnsafeBytes { memcmp($0.baseAddress!, key.baseAddress!, prefix.count) == 0 }
+        guard key.count > prefixCount, key.count - prefixCount <= ProfileLimits.userId else { return nil }
+        if prefixCount != 0 {
+            let matches = prefix.withUnsafeBytes { memcmp($0.baseAddress!, key.baseAddress!, prefixCount) == 0 }
             guard matches else { return nil }
         }
-        return UnsafeRawBufferPointer(rebasing: key[prefix.count...])
+        return UnsafeRawBufferPointer(start: key.baseAddress! + prefixCount, count: key.count - prefixCount)
     }
 
     /// Whether 1 to 128 bytes are a userId: UTF-8 without NUL.

@@ -12,7 +12,7 @@ extension RESPDecoder {
                                  _ body: (UnsafeRawBufferPointer) -> Void) {
         @inline(__always) func byte(_ i: Int) -> UInt8 { base.load(fromByteOffset: i, as: UInt8.self) }
         /// The number on the line at `at` after `marker`, and where the next line starts.
-        func number(after marker: UInt8, at start: Int) -> (value: Int, next: Int)? {
+        @inline(__always) func number(after marker: UInt8, at start: Int) -> (value: Int, next: Int)? {
             guard start < count, byte(start) == marker else { return nil }
             var i = start + 1
             var value = 0

@@ -55,6 +55,17 @@ public func decimalCount(_ value: UInt64) -> Int {
 /// Writes `value` in decimal at `out`; returns how many bytes.
 @inlinable
 public func writeDecimal(_ value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
+    // Most numbers written are lengths and counts under 100: no count, no loop.
+    if value < 10 {
+        out.storeBytes(of: UInt8(truncatingIfNeeded: value) &+ 0x30, as: UInt8.self)
+        return 1
+    }
+    if value < 100 {
+        let tens = UInt8(truncatingIfNeeded: value / 10)
+        out.storeBytes(of: tens &+ 0x30, as: UInt8.self)
+        out.storeBytes(of: UInt8(truncatingIfNeeded: value) &- tens &* 10 &+ 0x30, toByteOffset: 1, as: UInt8.self)
+        return 2
+    }
     let count = decimalCount(value)
     var rest = value
     var i = count

@@ -1,5 +1,6 @@
 import ProfileTestSupport
 import ProfileProtocol
+import WireBytes
 import Testing
 
 private func encodedString(_ value: [UInt8]) -> String {
@@ -190,5 +191,17 @@ func valueLineBoundIsNeverBelowTheLine(id: [UInt8], name: [UInt8], uri: [UInt8])
                 #expect(line.bytes.count == count)
             }
         }
+    }
+}
+
+/// Decimal numbers as both fronts write them (lengths, counts, STATS values): each short-cut
+/// agrees with the general case at its edges.
+@Test func decimalsAreWrittenAsSwiftPrintsThem() {
+    let values: [UInt64] = Array(0...1_100) + [9_999, 10_000, 99_999, 123_456_789, UInt64.max]
+    var out = [UInt8](repeating: 0, count: 24)
+    for value in values {
+        let count = out.withUnsafeMutableBytes { writeDecimal(value, to: $0.baseAddress!) }
+        #expect(String(decoding: out[..<count], as: UTF8.self) == String(value))
+        #expect(count == decimalCount(value))
     }
 }
