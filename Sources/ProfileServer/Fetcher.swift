@@ -5,11 +5,13 @@ import ProfileStore
 import RESPProtocol
 import WireBytes
 
-/// A read no event loop may make (a shared store's, a network round trip) on its way to a
-/// fetcher thread and back: the request it answers, what to read, and what was read.
+/// A read the cache cannot answer: the request it answers, what to read, and what was read.
+/// Over a shared store it goes to a fetcher thread and back (a network round trip, which no
+/// event loop may make); over a store the workers read themselves, a listing (COUNT, RECENT,
+/// SCAN) is read into it on the worker at once (`Worker.read`), and answered the same way.
 ///
-/// Created by a worker, filled in by a fetcher, answered by the same worker: each side touches
-/// it only while the other cannot (the queue hand-offs order the accesses).
+/// Created by a worker, filled in by a fetcher or by that worker, answered by that worker: each
+/// side touches it only while the other cannot (the queue hand-offs order the accesses).
 final class ReadJob: @unchecked Sendable {
     enum Request {
         /// The line protocol's GET, EXISTS or MGET; the ids are the arguments.
@@ -96,7 +98,7 @@ final class ReadJob: @unchecked Sendable {
         found[index] = (append(row.name), append(row.portraitUri))
     }
 
-    fileprivate func record(row: ProfileRow) {
+    func record(row: ProfileRow) {
         rows.append((append(row.userId), append(row.name), append(row.portraitUri)))
     }
 
@@ -149,28 +151,67 @@ final class FetchCoordinator: @unchecked Sendable {
                 for job in batch where !job.lookups.isEmpty { job.failure = error.reason }
             }
         }
-        for job in batch {
-            do throws(StoreError) {
-                switch job.request {
-                case .line, .resp:
-                    break
-                case .count:
-                    job.count = try reader.count()
-                case .recent(let limit):
-                    try reader.recent(limit: limit) { job.record(row: $0) }
-                case .scan(let limit):
-                    let after = job.argumentCount > 0 ? job.argument(0) : UnsafeRawBufferPointer(start: nil, count: 0)
-                    try reader.scan(after: after, limit: limit) { job.record(row: $0) }
-                case .respScan(let after, let limit):
-                    let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(after.count, 1), alignment: 1)
-                    defer { copy.deallocate() }
-                    copy.copyBytes(from: after)
-                    try reader.scan(after: UnsafeRawBufferPointer(rebasing: copy[..<after.count]), limit: limit) { job.record(row: $0) }
-                }
-            } catch {
-                Log.warn("a read of the shared store failed", ["error": "\(error)"])
-                job.failure = error.reason
+        for job in batch { job.readListing(from: SharedListings(reader: reader)) }
+    }
+}
+
+/// Where COUNT, RECENT and SCAN read: a fetcher's reader of a shared store, or a worker's own
+/// reader of a store it reads on its loop.
+protocol ListingSource {
+    func count() throws -> Int
+    func recent(limit: Int, _ each: (ProfileRow) -> Void) throws
+    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws
+}
+
+/// A fetcher's reader of a shared store, each call a round trip.
+struct SharedListings: ListingSource {
+    let reader: any SharedProfileReader
+    func count() throws -> Int { try reader.count() }
+    func recent(limit: Int, _ each: (ProfileRow) -> Void) throws { try reader.recent(limit: limit, each) }
+    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws {
+        try reader.scan(after: after, limit: limit, each)
+    }
+}
+
+/// A worker's own reader, inside the pass's read transaction; the count is the write path's,
+/// exact with every committed write.
+struct LocalListings: ListingSource {
+    let reader: any ProfileReader
+    let writePath: any ProfileWritePath
+    func count() throws -> Int { writePath.rowCount }
+    func recent(limit: Int, _ each: (ProfileRow) -> Void) throws { try reader.recent(limit: limit, each) }
+    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws {
+        try reader.scan(after: after, limit: limit, each)
+    }
+}
+
+extension ReadJob {
+    /// Reads what a COUNT, RECENT or SCAN asks for into the job, or why it could not; a lookup
+    /// job reads nothing here.
+    func readListing(from source: some ListingSource) {
+        do {
+            switch request {
+            case .line, .resp:
+                break
+            case .count:
+                count = try source.count()
+            case .recent(let limit):
+                try source.recent(limit: limit) { record(row: $0) }
+            case .scan(let limit):
+                let after = argumentCount > 0 ? argument(0) : UnsafeRawBufferPointer(start: nil, count: 0)
+                try source.scan(after: after, limit: limit) { record(row: $0) }
+            case .respScan(let after, let limit):
+                let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(after.count, 1), alignment: 1)
+                defer { copy.deallocate() }
+                copy.copyBytes(from: after)
+                try source.scan(after: UnsafeRawBufferPointer(rebasing: copy[..<after.count]), limit: limit) { record(row: $0) }
             }
+        } catch let error as StoreError {
+            Log.warn("a read of the store failed", ["error": "\(error)"])
+            failure = error.reason
+        } catch {
+            Log.warn("a read of the store failed", ["error": "\(error)"])
+            failure = "\(error)"
         }
     }
 }

@@ -117,7 +117,8 @@ extension Worker {
             if writesWaiting && !readsWaiting && (command.readsKey || command == .exists) {
                 return answerRESPAhead(command, arguments, connection)
             }
-            if writesWaiting || (readsWaiting && !(context.shared != nil && command.isFetched)) { return false }
+            // Reads in flight are a shared store's, in the fetchers: only reads may follow them.
+            if writesWaiting || (readsWaiting && !command.isFetched) { return false }
             let fetching = connection.readsInFlight
             executeRESP(command, arguments, connection, mustFetch: readsWaiting)
             if connection.readsInFlight > fetching { return true }
@@ -245,12 +246,7 @@ extension Worker {
     /// then counts what the store's writes left (SCAN is not queued over a shared store).
     func executeRESP(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                      _ connection: Connection, mustFetch: Bool = false, inTransaction: Bool = false) {
-        if context.shared != nil && !inTransaction && command.isFetched && (mustFetch || command == .dbsize || command == .scan) {
-            if command == .dbsize {
-                return submitFetch(.count(.resp), verb: command.verb, arguments: 0, argument: { _ in fatalError() },
-                                   lookups: [], keyPrefix: 0, tickets: [], connection)
-            }
-            if command == .scan { return scan(arguments, connection) }
+        if mustFetch && !inTransaction && (command.readsKey || command == .exists) {
             if let problem = respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
             return fetchRESP(command, arguments, connection)
         }
@@ -289,7 +285,13 @@ extension Worker {
         case .info:
             info(arguments, connection)
         case .dbsize:
-            respInteger(context.writePath.rowCount, connection)
+            if inTransaction {
+                // Inside EXEC nothing waits for a fetch: what the store's writes left.
+                respInteger(context.writePath.rowCount, connection)
+            } else {
+                readListing(.count(.resp), verb: command.verb, arguments: 0,
+                            argument: { _ in fatalError("DBSIZE has no arguments") }, connection)
+            }
         case .command:
             if arguments.count == 1 {
                 respArrayHeader(0, connection)
@@ -586,20 +588,8 @@ extension Worker {
         case .failure(let problem): return respError(problem, connection)
         }
         if options.limit == 0 { return writeScanReply(arguments, userIds: [], limit: 0, connection) }
-        if context.shared != nil {
-            return submitFetch(.respScan(after: options.after, limit: options.limit), verb: .scan, arguments: arguments.count,
-                               argument: { arguments[$0] }, lookups: [], keyPrefix: 0, tickets: [], connection)
-        }
-        var rows: [[UInt8]] = []
-        do {
-            try beginReadTransaction()
-            try options.after.withUnsafeBytes { after in
-                try reader!.scan(after: after, limit: options.limit) { row in rows.append(Array(row.userId)) }
-            }
-        } catch {
-            return respStoreError(error, connection)
-        }
-        writeScanReply(arguments, userIds: rows, limit: options.limit, connection)
+        readListing(.respScan(after: options.after, limit: options.limit), verb: .scan, arguments: arguments.count,
+                    argument: { arguments[$0] }, connection)
     }
 
     /// What a SCAN asks for: where to go on after, and how many profiles to look at (0: none,

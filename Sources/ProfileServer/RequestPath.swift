@@ -210,35 +210,13 @@ extension Worker {
                 failStore(since: mark, on: connection, error)
             }
         case .count:
-            if context.shared != nil {
-                return submitFetch(.count(.line), verb: .count, arguments: 0, argument: { _ in fatalError() },
-                                   lookups: [], keyPrefix: 0, tickets: [], connection)
-            }
-            reply("COUNT", number: context.writePath.rowCount, connection)
+            readListing(.count(.line), verb: .count, arguments: 0, argument: { _ in fatalError("COUNT has no arguments") },
+                        connection)
         case .recent(let limit):
-            if context.shared != nil {
-                return submitFetch(.recent(limit: limit), verb: .recent, arguments: 0, argument: { _ in fatalError() },
-                                   lookups: [], keyPrefix: 0, tickets: [], connection)
-            }
-            let mark = Mark(self, connection)
-            do {
-                try reader!.recent(limit: limit) { row in appendValueLine(row, connection) }
-                reply(ReplyEncoder.end, connection)
-            } catch {
-                failStore(since: mark, on: connection, error)
-            }
+            readListing(.recent(limit: limit), verb: .recent, arguments: 0,
+                        argument: { _ in fatalError("RECENT's limit is in its request") }, connection)
         case .scan(let after, let limit):
-            if context.shared != nil {
-                return submitFetch(.scan(limit: limit), verb: .scan, arguments: 1, argument: { _ in after },
-                                   lookups: [], keyPrefix: 0, tickets: [], connection)
-            }
-            let mark = Mark(self, connection)
-            do {
-                try reader!.scan(after: after, limit: limit) { row in appendValueLine(row, connection) }
-                reply(ReplyEncoder.end, connection)
-            } catch {
-                failStore(since: mark, on: connection, error)
-            }
+            readListing(.scan(limit: limit), verb: .scan, arguments: 1, argument: { _ in after }, connection)
         case .stats:
             writeStatistics(connection)
         case .auth(let token):

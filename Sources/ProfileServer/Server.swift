@@ -65,14 +65,11 @@ public final class Server {
         let storeLogFields: KeyValuePairs<String, String>
         do {
             let opened = try openStore()
-            let shared = opened.store is any SharedProfileStore
-            let writers = opened.writePaths.map {
-                WriteCoordinator(cache: cache, statistics: statistics, writePath: $0, storeIsShared: shared)
-            }
+            let writers = opened.writePaths.map { WriteCoordinator(cache: cache, statistics: statistics, writePath: $0) }
             fetcherReaders = opened.fetcherReaders
             context = ServerContext(configuration: configuration, cache: cache, store: opened.store,
                                     writers: writers, tokens: TokenRegistry(tokenTable), statistics: statistics,
-                                    workerCount: threads, fetcher: shared ? FetchCoordinator() : nil)
+                                    workerCount: threads, fetcher: opened.fetcherReaders.isEmpty ? nil : FetchCoordinator())
             if let workerReader = opened.workerReader {
                 do {
                     for i in 0..<threads { readers[i] = try workerReader() }

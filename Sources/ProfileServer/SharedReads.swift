@@ -75,8 +75,30 @@ extension Worker {
         connection.readsInFlight += 1
     }
 
-    /// Answers a read the fetchers made: fills the cache with what it found (where the cache
-    /// may take it) and writes the reply as the request's front words it.
+    /// COUNT, RECENT and the SCANs of either front: read at once on this worker's own reader of
+    /// a store it reads itself, or queued for the fetchers of a shared one; answered by
+    /// `answerFetched` either way.
+    func readListing(_ request: ReadJob.Request, verb: Verb, arguments count: Int,
+                     argument: (Int) -> UnsafeRawBufferPointer, _ connection: Connection) {
+        guard let reader else {
+            return submitFetch(request, verb: verb, arguments: count, argument: argument, lookups: [], keyPrefix: 0,
+                               tickets: [], connection)
+        }
+        let job = ReadJob(connection: connection, request: request, verb: verb, arguments: count, argument: argument,
+                          lookups: [], keyPrefix: 0, tickets: [])
+        do {
+            try beginReadTransaction()
+            job.readListing(from: LocalListings(reader: reader, writePath: context.writePath))
+        } catch {
+            Log.warn("a read of the store failed", ["error": "\(error)"])
+            job.failure = (error as? StoreError)?.reason ?? "\(error)"
+        }
+        answerFetched(job)
+    }
+
+    /// Answers a read the fetchers (or, for a listing, this worker) made: fills the cache with
+    /// what it found (where the cache may take it) and writes the reply as the request's front
+    /// words it.
     func answerFetched(_ job: ReadJob) {
         let connection = job.connection
         if let failure = job.failure {

@@ -32,10 +32,8 @@ final class WriteCoordinator: @unchecked Sendable {
     private let cache: ProfileCache
     private let statistics: ServerStatistics
     let writePath: any ProfileWritePath
-    /// Set when other servers write the same store: a committed write then drops the cached
-    /// entry instead of replacing it, since a newer write of another server's may have been
-    /// invalidated already between this commit and this update.
-    private let storeIsShared: Bool
+    /// What a commit does to the cache, as the store says.
+    private let cacheAfterCommit: CacheAfterCommit
     /// Encodes VALUE lines for the cache; `committing`'s holder only.
     private let scratch: UnsafeMutableRawPointer
     private let scratchCapacity = 65536
@@ -46,11 +44,11 @@ final class WriteCoordinator: @unchecked Sendable {
     /// The ids of a batch, for `ProfileCache.prefetch`; `committing`'s holder only.
     private var prefetchSlots: UnsafeMutableBufferPointer<PrefetchSlot>
 
-    init(cache: ProfileCache, statistics: ServerStatistics, writePath: any ProfileWritePath, storeIsShared: Bool = false) {
+    init(cache: ProfileCache, statistics: ServerStatistics, writePath: any ProfileWritePath) {
         self.cache = cache
         self.statistics = statistics
         self.writePath = writePath
-        self.storeIsShared = storeIsShared
+        cacheAfterCommit = writePath.cacheAfterCommit
         scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchCapacity, alignment: 16)
         known = UnsafeMutableRawPointer.allocate(byteCount: Self.knownCapacity, alignment: 16)
         prefetchSlots = .allocate(capacity: 1024)
@@ -73,7 +71,7 @@ final class WriteCoordinator: @unchecked Sendable {
     func submit(_ jobs: [WriteJob], from worker: Worker) -> [WriteJob] {
         var operations = 0
         for job in jobs { operations += job.operationCount }
-        guard !storeIsShared, operations <= Self.promptOperations, writePath.commitsPromptly, committing.tryLock() else {
+        guard operations <= Self.promptOperations, writePath.commitsPromptly, committing.tryLock() else {
             queue.submit(jobs)
             return []
         }
@@ -211,7 +209,7 @@ final class WriteCoordinator: @unchecked Sendable {
         if removesAll { cache.removeAll() }
         for index in 0..<job.operationCount where outcomes.changed(index) {
             if case .removeAll = job.operation(at: index) { continue }
-            if storeIsShared {
+            if cacheAfterCommit == .invalidate {
                 cache.invalidate(outcomes.userId(index))
                 continue
             }

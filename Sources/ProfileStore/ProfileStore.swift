@@ -63,6 +63,8 @@ public protocol ProfileWritePath: AnyObject, Sendable {
     /// no round trip to another server. Such a commit may run on a thread that also serves
     /// reads. Any thread; the answer may be out of date at once.
     var commitsPromptly: Bool { get }
+    /// What a cache in front of the store does with a profile a commit changed.
+    var cacheAfterCommit: CacheAfterCommit { get }
     /// Profiles in the store now: exact, every committed write counted.
     var rowCount: Int { get }
     /// The write path's gauges and counters, for STATS and /metrics.
@@ -73,6 +75,18 @@ public protocol ProfileWritePath: AnyObject, Sendable {
     /// Makes everything committed durable and tidy (merged, checkpointed) before the process
     /// exits; the last call, after the last `commit`.
     func close() throws
+}
+
+/// What a cache in front of a store does with a profile a commit changed.
+///
+/// A plain value; any thread.
+public enum CacheAfterCommit: Sendable {
+    /// Takes the profile as the commit left it: nobody else writes the store, so nothing newer
+    /// can have reached the cache first.
+    case update
+    /// Drops it: other servers write the store too, and a newer write of theirs may have been
+    /// invalidated already between this commit and the cache's update; the next read fetches it.
+    case invalidate
 }
 
 /// Why a store refuses writes: a reason for people, and a label from a fixed set for alerts.

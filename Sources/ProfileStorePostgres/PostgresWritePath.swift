@@ -33,6 +33,9 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     /// Never: every commit is a round trip to PostgreSQL.
     var commitsPromptly: Bool { false }
 
+    /// Other nodes write the same table.
+    var cacheAfterCommit: CacheAfterCommit { .invalidate }
+
     /// The write buffer's counters are a local store's; a shared store has none.
     var statistics: WritePathStatistics { WritePathStatistics() }
 

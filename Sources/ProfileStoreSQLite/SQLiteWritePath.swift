@@ -59,6 +59,9 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
 
     /// Prompt while commits are not held back (the buffer is under half its limit) and the log
     /// is synced in the background, not at each commit.
+    /// The store file has one writer: this server.
+    var cacheAfterCommit: CacheAfterCommit { .update }
+
     var commitsPromptly: Bool {
         log.syncer != nil && 2 * buffer.currentBytes.load(ordering: .relaxed) < buffer.limitBytes
     }

@@ -22,6 +22,7 @@ final class InterposedWritePath: ProfileWritePath, @unchecked Sendable {
     }
 
     var commitsPromptly: Bool { isPrompt() && path.commitsPromptly }
+    var cacheAfterCommit: CacheAfterCommit { path.cacheAfterCommit }
     var rowCount: Int { path.rowCount }
     var statistics: WritePathStatistics { path.statistics }
     var writeRefusal: WriteRefusal? { path.writeRefusal }
