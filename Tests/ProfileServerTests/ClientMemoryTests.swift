@@ -85,14 +85,16 @@ import Testing
     }
 
     /// Line connections pipelining MGETs of 1,000 large profiles (2.3 MB a reply) and never
-    /// reading, with small receive buffers so the replies stay in the server.
+    /// reading, with small receive buffers so the replies stay in the server. Each holds its
+    /// 1 MiB of replies (an MGET's reply is made as the client reads) and its input: 24 of them
+    /// hold more than the budget.
     @Test func unreadRepliesOfManyConnectionsStayWithinTheBudget() throws {
         let watched = try Watched()
         let port = watched.server.port
         let held = Locked<[Int32]>([])
         let mget = Array(("MGET " + (0..<1000).map { "big\($0)" }.joined(separator: " ") + "\n").utf8)
         try watched.during {
-            for _ in 0..<16 {
+            for _ in 0..<24 {
                 let fd = try rawLoopbackConnection(port: port, receiveBuffer: 4096)
                 held.withLock { $0.append(fd) }
                 let requests = mget + mget + mget
