@@ -257,6 +257,56 @@ import Testing
     }
 }
 
+    /// The store's directory made read-only under a server run as an unprivileged user (root
+    /// ignores the mode): writes go on into the files already open until the write log must
+    /// begin its next 64 MiB segment, which cannot be made. From then each write gets ERROR
+    /// STORE and /healthz answers 503 with the reason; once the directory is writable again
+    /// the next write commits and /healthz answers 200 at once.
+    @Test func aReadOnlyStoreDirectoryIsReportedUntilItIsWritableAgain() throws {
+        guard getuid() == 0, access("/usr/bin/setpriv", X_OK) == 0 else {
+            print("skipped: running profiled as an unprivileged user needs root and setpriv")
+            return
+        }
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        chmod(directory, 0o755)
+        let store = directory + "/store"
+        mkdir(store, 0o755)
+        chown(store, 65534, 65534)
+        defer { chmod(store, 0o755) }
+        let server = try TestServer(["--db", store + "/profiles.sqlite3", "--metrics", "127.0.0.1:0"], directory: directory,
+                                    launcher: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        defer { server.stop() }
+        let metrics = try metricsPort(server.log)
+        let c = try server.connect()
+        try c.set(Profile(userId: "before", name: "b", portraitUri: "b"))
+        #expect(try httpStatus(port: metrics, path: "/healthz") == 200)
+
+        chmod(store, 0o555)
+        // MSETs of about 50 KB, 20 at a time: the first segment fills after some 1,300 of them.
+        let uri = String(repeating: "u", count: 2000)
+        var refused: String? = nil
+        for round in 0..<200 where refused == nil {
+            for batch in 0..<20 {
+                c.send("MSET", (0..<25).flatMap { ["b\(round)-\(batch)-\($0)", "batch \(batch)", uri] })
+            }
+            try c.flush()
+            for _ in 0..<20 {
+                let reply = try c.line()
+                if reply != "STORED 25" && refused == nil { refused = reply }
+            }
+        }
+        #expect(refused?.hasPrefix("ERROR STORE ") == true, "\(refused ?? "every write was stored")")
+        let health = try httpGet(port: metrics, path: "/healthz")
+        #expect(health.status == 503, "\(health.body)")
+        print("read-only directory: \(refused ?? "-"); /healthz \(health.status) \(health.body)")
+
+        chmod(store, 0o755)
+        try c.set(Profile(userId: "after", name: "a", portraitUri: "a"))
+        #expect(try httpStatus(port: metrics, path: "/healthz") == 200)
+        #expect(try c.get(Array("after".utf8))?.name == Array("a".utf8))
+    }
+
 extension ReliabilityStorageFaultTests {
     /// A full disk under writes: /healthz answers 503 with the reason and /metrics names it
     /// while writes fail, 200 again as soon as one commits; SIGTERM while the disk is full

@@ -8,6 +8,9 @@ public final class TestServer {
     public let databasePath: String
     public let logPath: String
     public let arguments: [String]
+    /// A command profiled runs under, such as `setpriv` to run it as another user; it must
+    /// exec profiled in its own process, so that `pid` is profiled's.
+    public let launcher: [String]
     private let ownsDirectory: Bool
     public private(set) var pid: pid_t = 0
     public private(set) var port: UInt16 = 0
@@ -17,8 +20,10 @@ public final class TestServer {
     /// and waits until it logs where it listens. The store is a temporary file (`--db`), or,
     /// when `PROFILED_TEST_STORE` is `postgres`, a fresh database in the test PostgreSQL
     /// (`--postgres`): so the protocol's tests run against both kinds of node.
-    public init(_ arguments: [String] = [], directory: String? = nil, environment: [String: String] = [:]) throws {
+    public init(_ arguments: [String] = [], directory: String? = nil, environment: [String: String] = [:],
+                launcher: [String] = []) throws {
         ownsDirectory = directory == nil
+        self.launcher = launcher
         self.directory = try directory ?? makeTemporaryDirectory()
         databasePath = self.directory + "/profiles.sqlite3"
         logPath = self.directory + "/profiled-\(UInt32.random(in: 0...UInt32.max)).log"
@@ -34,7 +39,10 @@ public final class TestServer {
     /// (Re)starts the process with the same arguments and store.
     public func start(environment: [String: String] = [:]) throws {
         let logSoFar = readText(logPath).utf8.count
-        pid = try spawn(executable("profiled"), args: arguments, stderrPath: logPath, environment: environment)
+        pid = launcher.isEmpty
+            ? try spawn(executable("profiled"), args: arguments, stderrPath: logPath, environment: environment)
+            : try spawn(launcher[0], args: Array(launcher.dropFirst()) + [executable("profiled")] + arguments,
+                        stderrPath: logPath, environment: environment)
         let ports = try waitForListening(after: logSoFar, resp: arguments.contains { $0.hasPrefix("--resp-port") })
         port = ports.line
         respPort = ports.resp
