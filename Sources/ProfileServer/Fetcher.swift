@@ -26,6 +26,9 @@ final class ReadJob: @unchecked Sendable {
         case scan(limit: Int)
         /// RESP's SCAN: the request's arguments, read again when answering; after `after`.
         case respScan(after: [UInt8], limit: Int)
+        /// The ids an MGET had left once part of its reply was sent and the cache could no
+        /// longer answer them (`Worker.continueLookups`): the rest of its reply, then END.
+        case restOfMGET
     }
 
     let connection: Connection
@@ -191,7 +194,7 @@ extension ReadJob {
     func readListing(from source: some ListingSource) {
         do {
             switch request {
-            case .line, .resp:
+            case .line, .resp, .restOfMGET:
                 break
             case .count:
                 count = try source.count()

@@ -322,20 +322,22 @@ extension Worker {
     /// Keeps an MGET's ids from `left` to be answered as the client reads. First each of them
     /// the cache does not hold is read from the store into it: a store failure is then found
     /// while nothing of the reply has been sent, and still replaces all of it (PROTOCOL.md).
-    /// - Throws: the store's error; nothing was kept then.
-    private func leaveLookups(_ left: Range<Int>, on connection: Connection,
-                              id: (Int) -> UnsafeRawBufferPointer) throws {
+    /// - Throws: the store's error, or `NeedsFetch` when an id the cache does not hold is read
+    ///   by the fetchers (then the whole MGET is); nothing was kept then.
+    func leaveLookups(_ left: Range<Int>, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
         for i in left { try readIntoCache(id(i)) }
         connection.unfinishedLookups = UnfinishedLookups(left.count) { id(left.lowerBound + $0) }
     }
 
     /// Reads `userId` from the store into the cache unless the cache holds it or its absence.
+    /// - Throws: the store's error; `NeedsFetch.miss` when the store is read by the fetchers.
     private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws {
         guard case .miss(let ticket) = context.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: out.end, count: 0))
         else { return }
+        guard let reader else { throw NeedsFetch.miss }
         counters.cacheMisses += 1
         try beginReadTransaction()
-        try reader!.lookup(userId) { row in
+        try reader.lookup(userId) { row in
             context.cache.fill(userId, profile: row.map { encodeForCache($0, at: valueScratch) }, ticket: ticket)
         }
     }
@@ -343,15 +345,24 @@ extension Worker {
     /// Answers an unfinished MGET's ids up to the high-water mark, and ends its reply once
     /// they are all answered; true when no MGET is left unfinished.
     ///
-    /// The cache holds what the ids had when the MGET was taken, unless it dropped them since;
-    /// if the store then fails, part of the reply is already sent and cannot be replaced: the
-    /// connection is closed after what was sent, which no client can take for a whole reply.
+    /// The cache holds what the ids had when the MGET was taken, unless it dropped them since
+    /// (or, over a shared store, its lease ran out): then the store reads them, and over a
+    /// shared store the fetchers read every id left and answer the rest of the reply. If the
+    /// store fails, part of the reply is already sent and cannot be replaced: the connection is
+    /// closed after what was sent, which no client can take for a whole reply.
     func continueLookups(_ connection: Connection) -> Bool {
         guard connection.unfinishedLookups != nil else { return true }
         while !connection.unfinishedLookups!.isDone {
             if repliesReachHighWater(connection) { return false }
             do {
                 try connection.unfinishedLookups!.withNext { try lookUp($0, exists: false, on: connection) }
+            } catch is NeedsFetch {
+                connection.unfinishedLookups!.withRemaining { count, id in
+                    submitFetch(.restOfMGET, verb: .mget, arguments: count, argument: id, lookups: Array(0..<count),
+                                keyPrefix: 0, tickets: (0..<count).map { fillTicket(id($0)) }, connection)
+                }
+                connection.unfinishedLookups = nil
+                return false
             } catch {
                 Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
                          ["error": "\(error)"])

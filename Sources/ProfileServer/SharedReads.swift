@@ -42,7 +42,12 @@ extension Worker {
         let countersBefore = counters
         do {
             if mustFetch { throw NeedsFetch.miss }
-            for i in 0..<count { try lookUp(id(i), exists: verb == .exists, on: connection) }
+            for i in 0..<count {
+                if verb == .mget && i > 0 && repliesReachHighWater(connection) {
+                    return try leaveLookups(i..<count, on: connection, id: id)
+                }
+                try lookUp(id(i), exists: verb == .exists, on: connection)
+            }
             if verb == .mget {
                 reply(ReplyEncoder.end, connection)
             }
@@ -75,6 +80,26 @@ extension Worker {
         connection.readsInFlight += 1
     }
 
+    /// A fetched GET, EXISTS or MGET of the line protocol (or the rest of an MGET): a line per
+    /// id, then END after an MGET's.
+    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ connection: Connection) {
+        for index in job.lookups.indices {
+            let userId = job.userId(index)
+            switch (verb, job.profile(index)) {
+            case (.exists, let values):
+                reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
+            case (_, let values?):
+                appendValueLine(ProfileRow(userId: userId, name: values.name, portraitUri: values.portraitUri), connection)
+            case (_, nil):
+                reserve(ReplyEncoder.notFoundLineCount(userId: userId), connection)
+                out.count += ReplyEncoder.writeNotFoundLine(userId: userId, to: out.end)
+            }
+        }
+        if verb == .mget {
+            reply(ReplyEncoder.end, connection)
+        }
+    }
+
     /// COUNT, RECENT and the SCANs of either front: read at once on this worker's own reader of
     /// a store it reads itself, or queued for the fetchers of a shared one; answered by
     /// `answerFetched` either way.
@@ -102,6 +127,14 @@ extension Worker {
     func answerFetched(_ job: ReadJob) {
         let connection = job.connection
         if let failure = job.failure {
+            if case .restOfMGET = job.request {
+                // Part of the reply is sent: no error can replace it (PROTOCOL.md, Backpressure).
+                Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
+                         ["error": failure])
+                counters.errors += 1
+                connection.phase = .closing
+                return
+            }
             if connection.front == .resp { respStoreFailure(failure, connection) } else { reply(storeFailure: failure, to: connection) }
             return
         }
@@ -121,21 +154,9 @@ extension Worker {
         }
         switch job.request {
         case .line(let verb):
-            for index in job.lookups.indices {
-                let userId = job.userId(index)
-                switch (verb, job.profile(index)) {
-                case (.exists, let values):
-                    reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
-                case (_, let values?):
-                    appendValueLine(ProfileRow(userId: userId, name: values.name, portraitUri: values.portraitUri), connection)
-                case (_, nil):
-                    reserve(ReplyEncoder.notFoundLineCount(userId: userId), connection)
-                    out.count += ReplyEncoder.writeNotFoundLine(userId: userId, to: out.end)
-                }
-            }
-            if verb == .mget {
-                reply(ReplyEncoder.end, connection)
-            }
+            writeLookups(job, verb, connection)
+        case .restOfMGET:
+            writeLookups(job, .mget, connection)
         case .count(.line):
             reply("COUNT", number: job.count, connection)
         case .count(.resp):

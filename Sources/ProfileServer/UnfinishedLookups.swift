@@ -29,6 +29,18 @@ struct UnfinishedLookups {
 
     mutating func advance() { next += 1 }
 
+    /// Calls `body` with how many ids are left and each of them by index, views valid during
+    /// the call.
+    func withRemaining<R>(_ body: (Int, (Int) -> UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes { all in
+            try body(ends.count - next) { index in
+                let i = next + index
+                let start = i == 0 ? 0 : ends[i - 1]
+                return UnsafeRawBufferPointer(rebasing: all[start..<ends[i]])
+            }
+        }
+    }
+
     /// What it holds, for the clients' memory.
     var byteCount: Int { bytes.capacity + ends.capacity * MemoryLayout<Int>.stride }
 }

@@ -271,8 +271,11 @@ final class Worker: @unchecked Sendable {
         passStart = now
         let latency = context.latency[index]
         for job in fetched {
-            latency.record(job.verb, nanos: now - job.startNanos, count: 1)
-            requestsAnswered += 1
+            // The rest of an MGET was counted with its start.
+            if case .restOfMGET = job.request {} else {
+                latency.record(job.verb, nanos: now - job.startNanos, count: 1)
+                requestsAnswered += 1
+            }
             let connection = job.connection
             precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
             guard connection.phase != .closed else { continue }

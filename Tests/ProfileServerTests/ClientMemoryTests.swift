@@ -168,23 +168,10 @@ import Testing
     /// everything is answered before the connection closes.
     @Test(arguments: [false, true]) func aSlowReaderOfOneLargeMGETGetsItWholeAndInOrder(halfClosed: Bool) throws {
         let watched = try Watched(budget: [])
-        func escaped(_ count: Int) -> String { "\"" + String(repeating: "\\x01", count: count) + "\"" }
-        // Sent pre-escaped and pipelined: the client library would spend seconds escaping them.
-        let values = Array(" \(escaped(256)) \(escaped(2048))".utf8)
-        var setup: [UInt8] = []
-        for start in stride(from: 0, to: 1000, by: 5) {
-            setup += Array("MSET".utf8)
-            for i in start..<start + 5 { setup += Array(" esc\(i)".utf8) + values }
-            setup.append(0x0A)
-        }
-        let setupConnection = try watched.server.connect()
-        setupConnection.sendRaw(setup)
-        try setupConnection.flush()
-        for _ in 0..<200 { #expect(try setupConnection.line() == "STORED 5") }
+        try EscapedProfiles.store(through: try watched.server.connect())
         let fd = try rawLoopbackConnection(port: watched.server.port, receiveBuffer: 4096)
         defer { close(fd) }
-        let ids = (0..<1000).map { "esc\($0)" }
-        let requests = Array(("MGET " + ids.joined(separator: " ") + "\nGET big7\nPING\n").utf8)
+        let requests = EscapedProfiles.mget + Array("GET big7\nPING\n".utf8)
         _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         if halfClosed { shutdown(fd, Int32(SHUT_WR)) }
         usleep(1_000_000)
@@ -192,24 +179,16 @@ import Testing
         // behind the MGET, and the MGET's ids left to answer (under 16 KiB).
         let held = try watched.stats()["client_memory_bytes"] ?? .max
         #expect(held <= (1 << 20) + (96 << 10), "the slow reader's connection holds \(held) bytes")
-        var readFaster: Int32 = 1 << 20
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &readFaster, socklen_t(MemoryLayout<Int32>.size))
-        var received: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while Array(received.suffix(5)) != Array("PONG\n".utf8) {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { throw TestFailure("the connection ended after \(received.count) bytes") }
-            received += chunk[0..<n]
-        }
-        let lines = received.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
+        let lines = try readLinesUntilPong(fd)
         #expect(lines.count == 1003)
-        #expect(lines.prefix(1000) == ArraySlice(ids.map { "VALUE \($0) \(escaped(256)) \(escaped(2048))" }))
+        let difference = firstDifference(lines, EscapedProfiles.ids.map(EscapedProfiles.valueLine))
+        #expect(difference == nil, "\(difference ?? "")")
         let big = "VALUE big7 \(String(repeating: "n", count: 256)) \(String(repeating: "u", count: 2048))"
         #expect(lines.suffix(3) == ["END", big, "PONG"])
         #expect(try watched.stats()["client_evictions"] == 0)
         if halfClosed {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            #expect(n == 0, "the connection stays open after the last reply to a client that shut down its side")
+            var byte: UInt8 = 0
+            #expect(recv(fd, &byte, 1, 0) == 0, "the connection stays open after the last reply to a client that shut down its side")
         }
     }
 

@@ -53,6 +53,37 @@ import Testing
         #expect(Int(stats["invalidations_received"] ?? "0")! > 0)
     }
 
+    /// An MGET whose reply reaches the 1 MiB high-water mark is finished as the client reads on
+    /// a node too: the node holds about the mark, not the 9.3 MB reply. A profile another node
+    /// changes meanwhile is no longer in the cache when its turn comes: the fetchers read the
+    /// ids left, and the rest of the reply, in order, has the new value.
+    @Test func aSlowReaderOfALargeMGETGetsTheRestFetchedInOrder() throws {
+        let (_, nodes) = try Self.nodes(2)
+        let writer = try nodes[0].connect()
+        try EscapedProfiles.store(through: writer)
+        // Read once, so that node 0's cache holds every one.
+        writer.sendRaw(EscapedProfiles.mget)
+        try writer.flush()
+        #expect(try writer.readLines().count == 1000)
+
+        let fd = try rawLoopbackConnection(port: nodes[0].port, receiveBuffer: 4096)
+        defer { close(fd) }
+        let requests = EscapedProfiles.mget + Array("PING\n".utf8)
+        _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        usleep(1_000_000)
+        let held = Int(try writer.stats().first { $0.name == "client_memory_bytes" }?.value ?? "") ?? .max
+        #expect(held <= (1 << 20) + (96 << 10), "the slow reader's connection holds \(held) bytes")
+        #expect(try nodes[1].connect().roundTrip("SET esc999 changed u\n") == "STORED")
+        usleep(300_000)
+
+        let lines = try readLinesUntilPong(fd)
+        #expect(lines.count == 1002)
+        let expected = EscapedProfiles.ids.dropLast().map(EscapedProfiles.valueLine) + ["VALUE esc999 changed u"]
+        let difference = firstDifference(lines, expected)
+        #expect(difference == nil, "\(difference ?? "")")
+        #expect(lines.suffix(2) == ["END", "PONG"])
+    }
+
     /// Another program's plain SQL naming only the three columns reaches every node, and RECENT
     /// counts it as a write.
     @Test func plainSQLReachesEveryNode() throws {

@@ -82,3 +82,57 @@ func rawLoopbackConnection(port: UInt16, receiveBuffer: Int32 = 0) throws -> Int
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     return fd
 }
+
+/// 1,000 profiles `esc0` to `esc999` whose every byte is sent escaped (`\x01`): VALUE lines of
+/// 9.3 KB, an MGET of all of them 9.3 MB. Sent pre-escaped and pipelined, in MSETs of five,
+/// since the client library would spend seconds escaping them.
+enum EscapedProfiles {
+    static let ids = (0..<1000).map { "esc\($0)" }
+
+    static func quoted(_ count: Int) -> String { "\"" + String(repeating: "\\x01", count: count) + "\"" }
+
+    /// What a GET of `id` answers while it has its first value.
+    static func valueLine(_ id: String) -> String { "VALUE \(id) \(quoted(256)) \(quoted(2048))" }
+
+    /// Stores them all through `connection`.
+    static func store(through connection: ProfileConnection) throws {
+        let values = Array(" \(quoted(256)) \(quoted(2048))".utf8)
+        var setup: [UInt8] = []
+        for start in stride(from: 0, to: ids.count, by: 5) {
+            setup += Array("MSET".utf8)
+            for id in ids[start..<start + 5] { setup += Array(" \(id)".utf8) + values }
+            setup.append(0x0A)
+        }
+        connection.sendRaw(setup)
+        try connection.flush()
+        for _ in 0..<ids.count / 5 {
+            let reply = try connection.line()
+            guard reply == "STORED 5" else { throw TestFailure("storing the escaped profiles: \(reply)") }
+        }
+    }
+
+    /// The MGET of them all, as one request line.
+    static var mget: [UInt8] { Array(("MGET " + ids.joined(separator: " ") + "\n").utf8) }
+}
+
+/// Reads a slow reader's socket, with a large receive buffer from now on, until the replies
+/// end with `PONG`; returns their lines.
+func readLinesUntilPong(_ fd: Int32) throws -> [String] {
+    var readFaster: Int32 = 1 << 20
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &readFaster, socklen_t(MemoryLayout<Int32>.size))
+    var received: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 16384)
+    while Array(received.suffix(5)) != Array("PONG\n".utf8) {
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { throw TestFailure("the connection ended after \(received.count) bytes") }
+        received += chunk[0..<n]
+    }
+    return received.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
+}
+
+/// The first line where `lines` and `expected` differ, with its start; nil when they agree
+/// as far as both go.
+func firstDifference(_ lines: [String], _ expected: [String]) -> String? {
+    guard let index = zip(lines, expected).enumerated().first(where: { $0.element.0 != $0.element.1 })?.offset else { return nil }
+    return "line \(index) differs: \(lines[index].prefix(40))"
+}
