@@ -191,7 +191,7 @@ final class MetricsServer {
         case "/metrics":
             return Self.reply(200, "OK", exposition(), contentType: "text/plain; version=0.0.4; charset=utf-8", headOnly: headOnly)
         case "/healthz":
-            if let reason = context.shared?.unreachableReason ?? context.writeRefusal?.reason {
+            if let reason = context.store.unreachableReason ?? context.writeRefusal?.reason {
                 return Self.reply(503, "Service Unavailable", "store unavailable: \(oneLine(reason))\n", headOnly: headOnly)
             }
             return Self.reply(200, "OK", "ok\n", headOnly: headOnly)

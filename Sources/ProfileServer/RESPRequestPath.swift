@@ -134,7 +134,7 @@ extension Worker {
     /// or too much held already.
     private func answerRESPAhead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                                  _ connection: Connection) -> Bool {
-        guard context.shared == nil, out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
+        guard reader != nil, out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
               connection.heldReplies.byteCount < context.configuration.outputHighWater,
               respKeyspace.checkRead(command, arguments) == nil else { return false }
         let keys = command == .exists ? arguments.count - 1 : 1
@@ -195,7 +195,8 @@ extension Worker {
             connection.phase = .closing
         default:
             var problem = command.isWrite ? respKeyspace.checkWrite(command, arguments) : respKeyspace.checkRead(command, arguments)
-            if command == .scan && context.shared != nil {
+            // EXEC answers at once: only a store this loop reads can answer a SCAN then.
+            if command == .scan && reader == nil {
                 problem = .fixed(RESPText.scanInSharedTransaction)
             }
             if let problem {
@@ -370,7 +371,7 @@ extension Worker {
             counters.getMisses += 1
             return use(nil)
         }
-        if let shared = context.shared, !shared.cacheMayAnswer(at: passStart) {
+        if !cacheVouched {
             guard RESPKeyspace.isUserId(userId) else {
                 counters.getMisses += 1
                 return use(nil)
@@ -403,11 +404,12 @@ extension Worker {
             counters.getMisses += 1
             return use(nil)
         }
-        if context.shared != nil { throw NeedsFetch.miss }
+        // A store the fetchers read gives the loop no reader.
+        guard let reader else { throw NeedsFetch.miss }
         counters.cacheMisses += 1
         try beginReadTransaction()
         let valueLines = valueScratch
-        return try reader!.lookup(userId) { row -> R in
+        return try reader.lookup(userId) { row -> R in
             guard let row else {
                 context.cache.fill(userId, profile: nil, ticket: ticket)
                 counters.getMisses += 1

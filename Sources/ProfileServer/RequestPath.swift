@@ -117,7 +117,7 @@ extension Worker {
     /// (`HeldReplies`). Returns false, leaving the line for later, when it must wait instead:
     /// any other request, a store whose reads go to fetchers, or too much held already.
     private func answerAhead(_ verb: Verb, on connection: Connection) -> Bool {
-        guard verb == .get || verb == .exists, context.shared == nil, connection.readsInFlight == 0,
+        guard verb == .get || verb == .exists, reader != nil, connection.readsInFlight == 0,
               verb.requiredRole <= connection.role, out.remaining >= Self.heldReplyRoom,
               connection.heldReplies.byteCount < context.configuration.outputHighWater,
               case .success(let command) = decoder.command() else { return false }
@@ -189,14 +189,14 @@ extension Worker {
         case .ping:
             reply(ReplyEncoder.pong, connection)
         case .get(let userId):
-            if context.shared != nil { return lookUpShared(.get, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
+            if reader == nil { return lookUpShared(.get, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
             do { try lookUp(userId, exists: false, on: connection) } catch { reply(storeError: error, to: connection) }
         case .exists(let userId):
-            if context.shared != nil { return lookUpShared(.exists, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
+            if reader == nil { return lookUpShared(.exists, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
             do { try lookUp(userId, exists: true, on: connection) } catch { reply(storeError: error, to: connection) }
         case .mget(let count):
             let decoder = self.decoder
-            if context.shared != nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
+            if reader == nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
             let mark = Mark(self, connection)
             do {
                 for i in 0..<count {
@@ -261,7 +261,7 @@ extension Worker {
     /// GET/MGET/EXISTS of one id: the cache first, then the store, filling the cache.
     /// - Throws: the store's error; nothing was appended for this id then.
     func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
-        if let shared = context.shared, !shared.cacheMayAnswer(at: passStart) { throw NeedsFetch.leaseExpired }
+        if !cacheVouched { throw NeedsFetch.leaseExpired }
         counters.getLookups += 1
         // A hit's reply line is copied straight to the end of the scratch, if it fits in what
         // is left; EXISTS offers no room, as it needs only the outcome.
@@ -288,10 +288,11 @@ extension Worker {
             counters.getMisses += 1
             appendAbsent(userId, exists: exists, connection)
         case .miss(let ticket):
-            if context.shared != nil { throw NeedsFetch.miss }
+            // A store the fetchers read gives the loop no reader.
+            guard let reader else { throw NeedsFetch.miss }
             counters.cacheMisses += 1
             try beginReadTransaction()
-            try reader!.lookup(userId) { row in
+            try reader.lookup(userId) { row in
                 guard let row else {
                     context.cache.fill(userId, profile: nil, ticket: ticket)
                     counters.getMisses += 1

@@ -106,7 +106,7 @@ extension ServerContext {
         let cache = self.cache.statistics
         let writes = writePath.statistics
         let sharedStatistics = shared?.sharedStatistics ?? SharedStoreStatistics()
-        return StatisticsSnapshot(storeKind: shared == nil ? "sqlite" : "postgres", values: [
+        return StatisticsSnapshot(storeKind: store.kindName, values: [
             ("uptime_seconds", statistics.uptimeSeconds),
             ("curr_connections", statistics.currentConnections.load(ordering: .relaxed)),
             ("total_connections", statistics.totalConnections.load(ordering: .relaxed)),

@@ -65,7 +65,7 @@ extension Worker {
 
     /// The cache's ticket for filling `userId` in, when it does not hold it and may be filled.
     func fillTicket(_ userId: UnsafeRawBufferPointer) -> FillTicket? {
-        guard context.shared!.cacheMayAnswer(at: passStart) else { return nil }
+        guard cacheVouched else { return nil }
         return context.cache.lookup(userId) { outcome in
             if case .miss(let ticket) = outcome { return ticket }
             return nil

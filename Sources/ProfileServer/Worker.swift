@@ -78,7 +78,10 @@ final class Worker: @unchecked Sendable {
     let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
     /// When the current pass over a connection began, and how many requests of each verb it
     /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
-    var passStart = 0
+    private(set) var passStart = 0
+    /// Whether the cache may answer during the current pass: a shared store's lease, asked once
+    /// per pass (`beginPass`); a store of this server's own always lets it.
+    private(set) var cacheVouched = true
     var passVerbCounts = [Int](repeating: 0, count: Verb.allCases.count)
     /// Bit n set: `passVerbCounts[n]` is not zero (so a pass visits only the verbs it served).
     var passVerbsSeen: UInt32 = 0
@@ -220,7 +223,7 @@ final class Worker: @unchecked Sendable {
     private func deliver(_ answered: [WriteJob]) {
         var current: Connection? = nil
         let now = monotonicNanos()
-        passStart = now
+        beginPass(at: now)
         for job in answered {
             let connection = job.connection
             if connection.phase != .closed, let open = current, open !== connection { finishPass(open) }
@@ -268,7 +271,7 @@ final class Worker: @unchecked Sendable {
     private func deliver(_ fetched: [ReadJob]) {
         var current: Connection? = nil
         let now = monotonicNanos()
-        passStart = now
+        beginPass(at: now)
         let latency = context.latency[index]
         for job in fetched {
             // The rest of an MGET was counted with its start.
@@ -374,7 +377,7 @@ final class Worker: @unchecked Sendable {
 
     fileprivate func readable(_ connection: Connection) {
         guard connection.phase == .serving else { return }
-        passStart = monotonicNanos()
+        beginPass(at: monotonicNanos())
         if connection.pending.isEmpty && connection.unfinishedLookups == nil {
             guard !connection.peerClosed else { return finishPass(connection) }
             // Never more than the front's input limit: what is left unhandled must fit the connection.
@@ -418,7 +421,7 @@ final class Worker: @unchecked Sendable {
         }
         // Room again: take up the MGET and the input that backpressure left waiting.
         if connection.phase == .serving && (connection.unfinishedLookups != nil || !connection.pending.isEmpty) {
-            passStart = monotonicNanos()
+            beginPass(at: monotonicNanos())
             handlePending(connection)
         }
         finishPass(connection)
@@ -430,6 +433,14 @@ final class Worker: @unchecked Sendable {
         guard connection.phase == .serving, continueLookups(connection), !connection.pending.isEmpty else { return }
         let used = handleInput(connection, connection.pending.base!, connection.pending.count)
         if connection.phase != .closed { connection.pending.consume(used) }
+    }
+
+    /// Starts a pass at `now`: the one place the request path asks the store whether the cache
+    /// may answer (a shared store's lease), for the whole pass: the lease runs for a second,
+    /// a pass for a fraction of a millisecond.
+    private func beginPass(at now: Int) {
+        passStart = now
+        cacheVouched = context.shared?.cacheMayAnswer(at: now) ?? true
     }
 
     /// Ends a pass over a connection: hand writes to the writer, publish counters, send

@@ -165,8 +165,6 @@ public protocol SharedProfileStore: ProfileStore {
     /// Whether the cache may answer at `now` (monotonic nanoseconds): every change committed
     /// before a moment at most the lease ago has been passed to `invalidate`.
     func cacheMayAnswer(at now: Int) -> Bool
-    /// Why the store cannot serve now (nil when it can), for /healthz.
-    var unreachableReason: String? { get }
     /// Counters for STATS and /metrics.
     var sharedStatistics: SharedStoreStatistics { get }
     /// Stops following; the last call.
@@ -215,6 +213,11 @@ public protocol ProfileStore: AnyObject, Sendable {
     /// The server's write path: at most one per store with a local log (SQLite); a shared
     /// store gives each of the server's writers one on a connection of its own.
     func openWritePath() throws -> any ProfileWritePath
+    /// Why the store cannot be reached now (nil when it can), for /healthz: a store on another
+    /// server's network; a store file of this server's own is never unreachable.
+    var unreachableReason: String? { get }
+    /// What kind of store it is, for STATS and /metrics: `sqlite`, `postgres`.
+    var kindName: StaticString { get }
     /// Names the store in logs, e.g. its path.
     var description: String { get }
 }

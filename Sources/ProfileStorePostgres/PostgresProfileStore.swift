@@ -136,6 +136,8 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
         now < cacheTrustedUntil.load(ordering: .relaxed)
     }
 
+    public var kindName: StaticString { "postgres" }
+
     public var unreachableReason: String? {
         reachable.load(ordering: .relaxed) ? nil : Self.unreachable
     }

@@ -132,6 +132,11 @@ public final class SQLiteProfileStore: LocalProfileStore {
 
     public var description: String { file.path }
 
+    public var kindName: StaticString { "sqlite" }
+
+    /// A file of this server's own is always within reach; failures show as write refusals.
+    public var unreachableReason: String? { nil }
+
     /// For tests: makes every later write of this store (its log appends, its merges, its
     /// table writers) fail with the SQLite result code `code` (e.g. SQLITE_FULL, SQLITE_IOERR)
     /// until it is set back to nil. Readers are not affected. Any thread may call it.
