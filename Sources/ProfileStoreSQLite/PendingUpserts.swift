@@ -101,6 +101,17 @@ final class PendingUpserts {
         }
     }
 
+    /// Binds `rows[range]` to `statement` as (seq, user_id) pairs from parameter 1 on, for
+    /// `recent` (`RecencyTable.appendSQL`). The views stay valid until the next append.
+    func bindRecency(_ range: Range<Int>, to statement: Statement) throws(StoreError) {
+        var parameter: Int32 = 1
+        for row in rows[range] {
+            try statement.bind(parameter, row.sequence)
+            try statement.bind(parameter + 1, view(row.userId))
+            parameter += 2
+        }
+    }
+
     private func view(_ range: Range<Int>) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: storage[range])
     }

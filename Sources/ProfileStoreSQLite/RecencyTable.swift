@@ -24,19 +24,6 @@ enum RecencyTable {
         SELECT max(ifnull((SELECT max(seq) FROM recent), 0), (SELECT merged_seq FROM log_state))
         """
 
-    /// Temporary triggers that keep `recent` for a connection that writes `profiles` row by
-    /// row (the offline writer): every insert or new sequence appends a row.
-    static let triggersSQL = """
-        CREATE TEMP TRIGGER IF NOT EXISTS recent_on_insert AFTER INSERT ON main.profiles
-        BEGIN INSERT OR REPLACE INTO recent (seq, user_id) VALUES (new.seq, new.user_id); END;
-        CREATE TEMP TRIGGER IF NOT EXISTS recent_on_update AFTER UPDATE OF seq ON main.profiles
-        BEGIN INSERT OR REPLACE INTO recent (seq, user_id) VALUES (new.seq, new.user_id); END;
-        """
-    static let dropTriggersSQL = """
-        DROP TRIGGER IF EXISTS temp.recent_on_insert;
-        DROP TRIGGER IF EXISTS temp.recent_on_update;
-        """
-
     /// Stale rows allowed beyond this share of the live ones before the table is built again.
     /// A rebuild costs about what sorting the live rows costs (1.5 s of CPU for a million here)
     /// and is shared by the rows appended since the last one: at four times the live rows,

@@ -48,9 +48,10 @@ final class SQLiteProfileWriter: ProfileWriter {
     private let commitStatement: Statement
     private let rollbackStatement: Statement
     private let lastSequenceStatement: Statement
-    private let countStatement: Statement
     private let upsertStatement: Statement
     private let upsertBatchStatement: Statement
+    private let recencyStatement: Statement
+    private let recencyBatchStatement: Statement
     private let checkpointStatement: Statement
     private let pending = PendingUpserts()
     /// The write sequence of the newest row, while `isInTransaction`.
@@ -66,10 +67,10 @@ final class SQLiteProfileWriter: ProfileWriter {
         commitStatement = try Statement(connection, "COMMIT")
         rollbackStatement = try Statement(connection, "ROLLBACK")
         lastSequenceStatement = try Statement(connection, RecencyTable.newestSequenceSQL)
-        countStatement = try Statement(connection, "SELECT count(*) FROM profiles")
         upsertStatement = try Statement(connection, Self.upsertSQL(rows: 1))
         upsertBatchStatement = try Statement(connection, Self.upsertSQL(rows: PendingUpserts.batchRows))
-        try connection.execute(RecencyTable.triggersSQL)
+        recencyStatement = try Statement(connection, RecencyTable.appendSQL(rows: 1))
+        recencyBatchStatement = try Statement(connection, RecencyTable.appendSQL(rows: PendingUpserts.batchRows))
         checkpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
@@ -151,12 +152,6 @@ final class SQLiteProfileWriter: ProfileWriter {
         }
         do throws(StoreError) {
             let base = lastSequence
-            let rebuild = try shouldRebuildRecency(adding: batch.count)
-            // In id order the rows' sequences are random, and appending them to `recent` one by
-            // one then costs more than the table itself; building it once from the table at the
-            // end is far cheaper. Both happen in this transaction, so no commit, and no kill at
-            // any moment, can leave `recent` behind the table.
-            if rebuild { try executeWrite(RecencyTable.dropTriggersSQL) }
             try batch.forEachSorted { (row, position) throws(StoreError) in
                 // The batch's runs are sorted by (id, position): a repeated id from a later run
                 // follows right after, and replaces the row still pending.
@@ -169,39 +164,22 @@ final class SQLiteProfileWriter: ProfileWriter {
                                sequence: base + Int64(position) + 1)
             }
             try writePendingUpserts()
-            if rebuild { try executeWrite(RecencyTable.rebuildSQL + RecencyTable.triggersSQL) }
+            // `recent` in input order, which is sequence order: each row goes at the end of
+            // the table, with no sort (in id order the sequences are random, and inserting
+            // them cost more than the profiles themselves). A repeated id's earlier rows are
+            // stale at once, as after any rewrite. Both in this transaction, so no commit, and
+            // no kill at any moment, can leave `recent` behind the table.
+            try batch.forEachInInputOrder { (position, userId) throws(StoreError) in
+                if pending.count == PendingUpserts.batchRows { try writePendingRecency() }
+                pending.append(userId: userId, name: UnsafeRawBufferPointer(start: nil, count: 0),
+                               portraitUri: UnsafeRawBufferPointer(start: nil, count: 0), sequence: base + Int64(position) + 1)
+            }
+            try writePendingRecency()
             lastSequence = base + Int64(batch.count)
         } catch {
             if failure == nil { failure = error }
             throw error
         }
-    }
-
-    /// Rows of one batch from which rebuilding `recent` may pay: below it the batch's rows
-    /// cost little whatever their order.
-    static let rebuildMinimumRows = 50_000
-
-    /// A rebuild sorts the whole table, so it pays while the table holds at most this many rows
-    /// per row of the batch: importing three million random ids in transactions of a million,
-    /// keeping a sequence index row by row cost about 14 µs per batch row in the third
-    /// transaction, while building it again cost about 2.6 µs per table row. A lower bound
-    /// leaves a margin.
-    static let rebuildTableRowsPerBatchRow: Int64 = 4
-
-    /// Whether adding `rows` rows costs less by building `recent` again than by appending to
-    /// it row by row. Sequences are distinct and positive, so the newest bounds the table's
-    /// rows from above and spares a count when it is small already.
-    private func shouldRebuildRecency(adding rows: Int) throws(StoreError) -> Bool {
-        guard rows >= Self.rebuildMinimumRows else { return false }
-        let limit = Int64(rows) * Self.rebuildTableRowsPerBatchRow
-        if lastSequence <= limit { return true }
-        return try countStatement.firstInteger() <= limit
-    }
-
-    /// Runs a schema statement of a write transaction; a failure dooms the transaction.
-    private func executeWrite(_ sql: String) throws(StoreError) {
-        if let code = connection.file.fault { throw connection.injectedFault(code, sql: sql) }
-        try connection.execute(sql)
     }
 
     func checkpoint() throws {
@@ -211,6 +189,14 @@ final class SQLiteProfileWriter: ProfileWriter {
         guard busy == 0 else {
             throw StoreError(resultCode: SQLITE_BUSY, message: "the checkpoint could not finish: the database is in use",
                              sql: checkpointStatement.sql, path: connection.file.path)
+        }
+    }
+
+    /// Writes the pending rows to `recent` as (seq, user_id) pairs.
+    private func writePendingRecency() throws(StoreError) {
+        let pending = self.pending
+        try pending.write(single: recencyStatement, batch: recencyBatchStatement) { statement, rows throws(StoreError) in
+            try write(statement) { statement throws(StoreError) in try pending.bindRecency(rows, to: statement) }
         }
     }
 

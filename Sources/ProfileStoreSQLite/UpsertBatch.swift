@@ -11,7 +11,8 @@ import ProfileStore
 /// rows in memory (`runRows` rows or `runBytes` of values): a full run is sorted by id, loses
 /// all but the last row of a repeated id, and goes to an unnamed temporary file beside the
 /// store; the writer merges the runs. Each row remembers its position in the batch, which
-/// becomes its write sequence, so input order still decides which row is newer.
+/// becomes its write sequence, so input order still decides which row is newer. Each run's
+/// ids also go to the file in input order, for the recency table (`forEachInInputOrder`).
 ///
 /// Threading: one thread at a time (the thread of the writer it is handed to).
 public final class UpsertBatch {
@@ -38,6 +39,8 @@ public final class UpsertBatch {
     private var descriptor: Int32 = -1
     /// Each run in the file: its byte range.
     private(set) var runs: [Range<Int>] = []
+    /// Each run's ids in input order in the file (a UInt32 length, then the id, per row).
+    private var inputOrderRuns: [Range<Int>] = []
     private var fileEnd = 0
 
     private struct MemoryRow {
@@ -85,6 +88,7 @@ public final class UpsertBatch {
         bytes.removeAll(keepingCapacity: true)
         rows.removeAll(keepingCapacity: true)
         runs.removeAll()
+        inputOrderRuns.removeAll()
         count = 0
         firstInMemory = 0
         fileEnd = 0
@@ -149,26 +153,46 @@ public final class UpsertBatch {
         if let failure { throw failure }
         return total
     }
-    /// Writes the rows in memory to the temporary file as one sorted run.
+    /// Writes the rows in memory to the temporary file as one sorted run, after their ids in
+    /// input order.
     private func spill() throws(StoreError) {
         try openFile()
-        let start = fileEnd
-        let written = try writeSortedRun { (chunk) throws(StoreError) in
-            var done = 0
-            while done < chunk.count {
-                let n = pwrite(descriptor, chunk.baseAddress! + done, chunk.count - done, off_t(fileEnd + done))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw fileError("cannot write the import's sort file", errno)
-                }
-                done += n
+        let orderStart = fileEnd
+        var ids: [UInt8] = []
+        ids.reserveCapacity(rows.count * 16)
+        bytes.withUnsafeBytes { raw in
+            for row in rows {
+                withUnsafeBytes(of: row.idCount) { ids.append(contentsOf: $0) }
+                ids.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[row.start..<row.start + Int(row.idCount)]))
             }
-            fileEnd += chunk.count
         }
+        // The closures of withUnsafeBytes cannot throw a typed error, so the write's is carried out.
+        var failure: StoreError?
+        ids.withUnsafeBytes { chunk in
+            do throws(StoreError) { try appendToFile(chunk) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        inputOrderRuns.append(orderStart..<fileEnd)
+        let start = fileEnd
+        let written = try writeSortedRun { (chunk) throws(StoreError) in try appendToFile(chunk) }
         runs.append(start..<start + written)
         firstInMemory += rows.count
         bytes.removeAll(keepingCapacity: true)
         rows.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes `chunk` at the end of the temporary file.
+    private func appendToFile(_ chunk: UnsafeRawBufferPointer) throws(StoreError) {
+        var done = 0
+        while done < chunk.count {
+            let n = pwrite(descriptor, chunk.baseAddress! + done, chunk.count - done, off_t(fileEnd + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw fileError("cannot write the import's sort file", errno)
+            }
+            done += n
+        }
+        fileEnd += chunk.count
     }
 
     /// The rows in memory as one sorted run in a buffer of its own, for the merge.
@@ -244,6 +268,37 @@ public final class UpsertBatch {
             }
             siftDown(0)
         }
+    }
+
+    /// Calls `each` with every row's id in input order, and its position in the batch, repeated
+    /// ids included. The views live until `each` returns.
+    func forEachInInputOrder(_ each: (Int, UnsafeRawBufferPointer) throws(StoreError) -> Void) throws(StoreError) {
+        var position = 0
+        for run in inputOrderRuns {
+            // One run's ids at a time: a few MB.
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, run.count), alignment: 4)
+            defer { buffer.deallocate() }
+            try read(buffer.baseAddress!, at: run.lowerBound, count: run.count)
+            var offset = 0
+            while offset < run.count {
+                let length = Int(buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+                try each(position, UnsafeRawBufferPointer(start: buffer.baseAddress! + offset + 4, count: length))
+                offset += 4 + length
+                position += 1
+            }
+        }
+        var failure: StoreError?
+        bytes.withUnsafeBytes { raw in
+            for row in rows where failure == nil {
+                do throws(StoreError) {
+                    try each(position, UnsafeRawBufferPointer(start: raw.baseAddress! + row.start, count: Int(row.idCount)))
+                } catch {
+                    failure = error
+                }
+                position += 1
+            }
+        }
+        if let failure { throw failure }
     }
 
     /// Reads `range` of the temporary file into `buffer`, all of it.

@@ -27,8 +27,8 @@ import Testing
     @Test func recentAfterAnImportShowsTheFilesLastRowsNewestWithRepeatedIdsAtTheirLastRow() throws {
         let dir = try makeTemporaryDirectory()
         defer { removeDirectory(dir) }
-        // Enough rows that the store rebuilds `recent`, then ids the file repeats.
-        let rows = SQLiteProfileWriter.rebuildMinimumRows
+        // Many rows, then ids the file repeats.
+        let rows = 50_000
         let text = generatedCSV(rows) + "u7,again,x\nu3,again,x\nzz,new,x\nu7,last,y\n"
         let path = file(dir, "a.csv", text)
         let store = dir + "/p.sqlite3"
@@ -40,7 +40,7 @@ import Testing
         #expect(try recent(store, 5) == ["u7 last", "zz new", "u3 again", "u\(rows - 1) Name \(rows - 1)",
                                          "u\(rows - 2) Name \(rows - 2)"])
 
-        // Small transactions into the larger table append to `recent` instead; order holds the same.
+        // Small transactions into the larger table: order holds the same.
         let more = file(dir, "b.csv", "userId,name,portraitUri\nu9,b1,x\nu1,b2,x\nu9,b3,x\nnew,b4,x\nu1,b5,x\n")
         #expect(try profilectl(["import", more, "--db", store, "--batch", "2"]).status == 0)
         #expect(try inspect(store) == (true, "ok", Int64(rows + 2)))
@@ -65,8 +65,8 @@ import Testing
         let store = dir + "/p.sqlite3"
         let keep = file(dir, "keep.csv", "userId,name,portraitUri\nkeep,me,x\n")
         #expect(try profilectl(["import", keep, "--db", store]).status == 0)
-        // Transactions of 50,000 rows, each of which rebuilds `recent`, so kills land in rebuilds too.
-        let batch = SQLiteProfileWriter.rebuildMinimumRows
+        // Transactions of 50,000 rows, so kills land inside them, in the profiles or in `recent`.
+        let batch = 50_000
         let rows = 4 * batch
         let path = file(dir, "big.csv", generatedCSV(rows))
         for delay in [50_000, 200_000, 500_000, 900_000, 1_400_000, 2_000_000, 3_000_000] as [useconds_t] {
