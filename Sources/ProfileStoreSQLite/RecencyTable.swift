@@ -4,11 +4,12 @@ import ProfileStore
 /// RECENT. A row counts only while its profile still has that sequence; rows that later writes
 /// or removals made stale stay until the table is built again from `profiles`.
 enum RecencyTable {
-    /// Appends `rows` (seq, user_id) pairs, bound in that order from ?1 on. Replacing, so that
-    /// a merge run again after a crash writes the same rows harmlessly.
-    static func appendSQL(rows: Int) -> String {
+    /// Appends `rows` (seq, user_id) pairs, bound in that order from ?1 on. `replacing`, so that
+    /// a merge run again after a crash writes the same rows harmlessly; without, for sequences
+    /// newer than any the table holds (the offline writer's, in its transaction).
+    static func appendSQL(rows: Int, replacing: Bool = true) -> String {
         let values = (0..<rows).map { "(?\(2 * $0 + 1), ?\(2 * $0 + 2))" }.joined(separator: ", ")
-        return "INSERT OR REPLACE INTO recent (seq, user_id) VALUES \(values)"
+        return "INSERT \(replacing ? "OR REPLACE " : "")INTO recent (seq, user_id) VALUES \(values)"
     }
 
     /// Builds the table again from the profiles as they are: one sorted pass, which drops every

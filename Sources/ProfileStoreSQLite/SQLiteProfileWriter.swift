@@ -69,8 +69,9 @@ final class SQLiteProfileWriter: ProfileWriter {
         lastSequenceStatement = try Statement(connection, RecencyTable.newestSequenceSQL)
         upsertStatement = try Statement(connection, Self.upsertSQL(rows: 1))
         upsertBatchStatement = try Statement(connection, Self.upsertSQL(rows: PendingUpserts.batchRows))
-        recencyStatement = try Statement(connection, RecencyTable.appendSQL(rows: 1))
-        recencyBatchStatement = try Statement(connection, RecencyTable.appendSQL(rows: PendingUpserts.batchRows))
+        // Each transaction's sequences are newer than any in `recent`: nothing to replace.
+        recencyStatement = try Statement(connection, RecencyTable.appendSQL(rows: 1, replacing: false))
+        recencyBatchStatement = try Statement(connection, RecencyTable.appendSQL(rows: PendingUpserts.batchRows, replacing: false))
         checkpointStatement = try Statement(connection, "PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
