@@ -31,7 +31,8 @@ case .run(let configuration, let store, let logLevel):
     Log.level = logLevel
     let server: Server
     do {
-        server = try Server(configuration: configuration, openStore: store.open)
+        // A closure, not `store.open`: a partial application allocates a context that `exit` leaves behind.
+        server = try Server(configuration: configuration, openStore: { try store.open() })
     } catch {
         Log.error("cannot start", ["error": error.description])
         exit(1)
