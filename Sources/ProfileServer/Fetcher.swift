@@ -8,7 +8,7 @@ import WireBytes
 /// A read the cache cannot answer: the request it answers, what to read, and what was read.
 /// Over a shared store it goes to a fetcher thread and back (a network round trip, which no
 /// event loop may make); over a store the workers read themselves, a listing (COUNT, RECENT,
-/// SCAN) is read into it on the worker at once (`Worker.read`), and answered the same way.
+/// SCAN) is read into it on the worker at once (`Worker.readListing`), and answered the same way.
 ///
 /// Created by a worker, filled in by a fetcher or by that worker, answered by that worker: each
 /// side touches it only while the other cannot (the queue hand-offs order the accesses).
@@ -209,12 +209,15 @@ extension ReadJob {
                 copy.copyBytes(from: after)
                 try source.scan(after: UnsafeRawBufferPointer(rebasing: copy[..<after.count]), limit: limit) { record(row: $0) }
             }
-        } catch let error as StoreError {
-            Log.warn("a read of the store failed", ["error": "\(error)"])
-            failure = error.reason
         } catch {
-            Log.warn("a read of the store failed", ["error": "\(error)"])
-            failure = "\(error)"
+            fail(error)
         }
+    }
+
+    /// Records why the read failed, for the reply; the log gets the whole error, which may
+    /// name the store's file or server.
+    func fail(_ error: any Error) {
+        Log.warn("a read of the store failed", ["error": "\(error)"])
+        failure = (error as? StoreError)?.reason ?? "\(error)"
     }
 }

@@ -199,13 +199,7 @@ extension Worker {
             if reader == nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
             let mark = Mark(self, connection)
             do {
-                for i in 0..<count {
-                    if i > 0 && repliesReachHighWater(connection) {
-                        return try leaveLookups(i..<count, on: connection) { decoder.argument($0) }
-                    }
-                    try lookUp(decoder.argument(i), exists: false, on: connection)
-                }
-                reply(ReplyEncoder.end, connection)
+                try lookUpMGET(count: count, on: connection) { decoder.argument($0) }
             } catch {
                 failStore(since: mark, on: connection, error)
             }
@@ -320,12 +314,23 @@ extension Worker {
         out.count + connection.queuedOutput >= context.configuration.outputHighWater
     }
 
+    /// An MGET's lines and END, from the cache, else the store; past the high-water mark the
+    /// ids left are kept to be answered as the client reads (`leaveLookups`).
+    /// - Throws: the store's error or `NeedsFetch`; the reply so far must then be taken back.
+    func lookUpMGET(count: Int, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
+        for i in 0..<count {
+            if i > 0 && repliesReachHighWater(connection) { return try leaveLookups(i..<count, on: connection, id: id) }
+            try lookUp(id(i), exists: false, on: connection)
+        }
+        reply(ReplyEncoder.end, connection)
+    }
+
     /// Keeps an MGET's ids from `left` to be answered as the client reads. First each of them
     /// the cache does not hold is read from the store into it: a store failure is then found
     /// while nothing of the reply has been sent, and still replaces all of it (PROTOCOL.md).
     /// - Throws: the store's error, or `NeedsFetch` when an id the cache does not hold is read
     ///   by the fetchers (then the whole MGET is); nothing was kept then.
-    func leaveLookups(_ left: Range<Int>, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
+    private func leaveLookups(_ left: Range<Int>, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
         for i in left { try readIntoCache(id(i)) }
         connection.unfinishedLookups = UnfinishedLookups(left.count) { id(left.lowerBound + $0) }
     }
@@ -365,11 +370,8 @@ extension Worker {
                 connection.unfinishedLookups = nil
                 return false
             } catch {
-                Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
-                         ["error": "\(error)"])
-                counters.errors += 1
                 connection.unfinishedLookups = nil
-                connection.phase = .closing
+                abandonPartlySentMGET(on: connection, "\(error)")
                 return false
             }
             connection.unfinishedLookups!.advance()
@@ -377,6 +379,15 @@ extension Worker {
         connection.unfinishedLookups = nil
         reply(ReplyEncoder.end, connection)
         return true
+    }
+
+    /// A store read failed for an MGET whose reply is partly sent: no error can replace it
+    /// (PROTOCOL.md, Backpressure), so the connection closes after what was sent.
+    func abandonPartlySentMGET(on connection: Connection, _ failure: String) {
+        Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
+                 ["error": failure])
+        counters.errors += 1
+        connection.phase = .closing
     }
 
     private func appendAbsent(_ userId: UnsafeRawBufferPointer, exists: Bool, _ connection: Connection) {

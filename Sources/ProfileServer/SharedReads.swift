@@ -42,14 +42,10 @@ extension Worker {
         let countersBefore = counters
         do {
             if mustFetch { throw NeedsFetch.miss }
-            for i in 0..<count {
-                if verb == .mget && i > 0 && repliesReachHighWater(connection) {
-                    return try leaveLookups(i..<count, on: connection, id: id)
-                }
-                try lookUp(id(i), exists: verb == .exists, on: connection)
-            }
             if verb == .mget {
-                reply(ReplyEncoder.end, connection)
+                try lookUpMGET(count: count, on: connection, id: id)
+            } else {
+                try lookUp(id(0), exists: verb == .exists, on: connection)
             }
         } catch let reason as NeedsFetch {
             takeBack(since: mark, on: connection)
@@ -115,8 +111,7 @@ extension Worker {
             try beginReadTransaction()
             job.readListing(from: LocalListings(reader: reader, writePath: context.writePath))
         } catch {
-            Log.warn("a read of the store failed", ["error": "\(error)"])
-            job.failure = (error as? StoreError)?.reason ?? "\(error)"
+            job.fail(error)
         }
         answerFetched(job)
     }
@@ -127,14 +122,7 @@ extension Worker {
     func answerFetched(_ job: ReadJob) {
         let connection = job.connection
         if let failure = job.failure {
-            if case .restOfMGET = job.request {
-                // Part of the reply is sent: no error can replace it (PROTOCOL.md, Backpressure).
-                Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
-                         ["error": failure])
-                counters.errors += 1
-                connection.phase = .closing
-                return
-            }
+            if case .restOfMGET = job.request { return abandonPartlySentMGET(on: connection, failure) }
             if connection.front == .resp { respStoreFailure(failure, connection) } else { reply(storeFailure: failure, to: connection) }
             return
         }

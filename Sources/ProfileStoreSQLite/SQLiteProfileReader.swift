@@ -220,19 +220,7 @@ final class SQLiteProfileReader: ProfileReader {
         func current(_ walk: Int) -> MemtableEntry { walks[walk].memtable.entry(at: walks[walk].sorted[walks[walk].position]) }
         func less(_ a: Int, _ b: Int) -> Bool { compareIds(current(a).userId, current(b).userId) < 0 }
         var heap = Array(walks.indices)
-        func siftDown(_ start: Int) {
-            var i = start
-            while true {
-                let left = 2 * i + 1
-                guard left < heap.count else { return }
-                var smallest = left
-                if left + 1 < heap.count && less(heap[left + 1], heap[left]) { smallest = left + 1 }
-                guard less(heap[smallest], heap[i]) else { return }
-                heap.swapAt(i, smallest)
-                i = smallest
-            }
-        }
-        for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+        MergeHeap.build(&heap, by: less)
         var taken = 0
         while taken < limit, let top = heap.first {
             let offset = walks[top].sorted[walks[top].position]
@@ -246,7 +234,7 @@ final class SQLiteProfileReader: ProfileReader {
                 heap[0] = heap[heap.count - 1]
                 heap.removeLast()
             }
-            if !heap.isEmpty { siftDown(0) }
+            MergeHeap.siftDown(&heap, by: less)
         }
         found.sort { compareIds($0.userId, $1.userId) < 0 }
         if found.count > limit { found.removeLast(found.count - limit) }

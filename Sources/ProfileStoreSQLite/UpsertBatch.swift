@@ -246,19 +246,7 @@ public final class UpsertBatch {
             let order = compareIds(a.userId, b.userId)
             return order != 0 ? order < 0 : a.position < b.position
         }
-        func siftDown(_ start: Int) {
-            var i = start
-            while true {
-                let left = 2 * i + 1
-                guard left < heap.count else { return }
-                var smallest = left
-                if left + 1 < heap.count && less(heap[left + 1], heap[left]) { smallest = left + 1 }
-                guard less(heap[smallest], heap[i]) else { return }
-                heap.swapAt(i, smallest)
-                i = smallest
-            }
-        }
-        for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+        MergeHeap.build(&heap, by: less)
         while let top = heap.first {
             try each(top.row, top.position)
             try top.next(self)
@@ -266,7 +254,7 @@ public final class UpsertBatch {
                 heap[0] = heap[heap.count - 1]
                 heap.removeLast()
             }
-            siftDown(0)
+            MergeHeap.siftDown(&heap, by: less)
         }
     }
 

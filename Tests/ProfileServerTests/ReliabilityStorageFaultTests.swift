@@ -109,6 +109,24 @@ import Testing
         #expect(try rowsOnDisk(path) == ["b": "new"])
     }
 
+    /// An in-process server whose reads fail while `fault` is on, holding `count` profiles
+    /// `big0`, `big1`... of the longest values, every byte escaped in replies (VALUE lines of
+    /// 9.2 KB), each read once so that the cache holds it; and a connection to it.
+    private func serverWithCachedLongProfiles(_ count: Int, in directory: String) throws
+        -> (InProcessServer, ReadFault, ProfileConnection, [String]) {
+        let fault = ReadFault()
+        let server = try InProcessServer(path: directory + "/profiles.sqlite3", wrapReader: { FailingReader($0, fault: fault) })
+        let c = try server.connect()
+        let ids = (0..<count).map { "big\($0)" }
+        let name = String(repeating: "\u{01}", count: 256)
+        let uri = String(repeating: "\u{01}", count: 2048)
+        for id in ids { c.send("SET", [id, name, uri]) }
+        try c.flush()
+        for _ in ids { #expect(try c.line() == "STORED") }
+        #expect(try c.mget(ids.map { Array($0.utf8) }).allSatisfy { $0 != nil })
+        return (server, fault, c, ids)
+    }
+
     /// A read of the store that fails once a reply has outgrown the worker's 256 KiB scratch,
     /// and part of it waits in the connection's queue: the request's whole reply is ERROR
     /// STORE, and the next request on the same connection is answered.
@@ -116,19 +134,8 @@ import Testing
     func aReadFailingPastTheReplyScratchGetsOnlyStoreError(verb: String) throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        let fault = ReadFault()
-        let server = try InProcessServer(path: directory + "/profiles.sqlite3",
-                                         wrapReader: { FailingReader($0, fault: fault) })
-        let c = try server.connect()
-        // The longest values, every byte escaped in replies: VALUE lines of 9.2 KB, 100 of them
-        // some 900 KB. A read leaves each in the cache.
-        let ids = (0..<100).map { "big\($0)" }
-        let name = String(repeating: "\u{01}", count: 256)
-        let uri = String(repeating: "\u{01}", count: 2048)
-        for id in ids { c.send("SET", [id, name, uri]) }
-        try c.flush()
-        for _ in ids { #expect(try c.line() == "STORED") }
-        #expect(try c.mget(ids.map { Array($0.utf8) }).allSatisfy { $0 != nil })
+        // 100 VALUE lines of 9.2 KB: some 900 KB.
+        let (server, fault, c, ids) = try serverWithCachedLongProfiles(100, in: directory)
         let request = switch verb {
         case "MGET": "MGET \(ids.joined(separator: " ")) freshmiss\n"
         case "RECENT": "RECENT 1000\n"
@@ -161,19 +168,10 @@ import Testing
     @Test func aReadFailingPastTheHighWaterMarkGetsOnlyStoreError() throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        let fault = ReadFault()
-        let server = try InProcessServer(path: directory + "/profiles.sqlite3",
-                                         wrapReader: { FailingReader($0, fault: fault) })
-        let c = try server.connect()
         // 150 VALUE lines of 9.2 KB: 1.4 MB, past the mark, all cached; then an id the cache
         // does not know, which only the store can answer.
-        let ids = (0..<150).map { "big\($0)" }
-        let name = String(repeating: "\u{01}", count: 256)
-        let uri = String(repeating: "\u{01}", count: 2048)
-        for id in ids { c.send("SET", [id, name, uri]) }
-        try c.flush()
-        for _ in ids { #expect(try c.line() == "STORED") }
-        #expect(try c.mget(ids.map { Array($0.utf8) }).allSatisfy { $0 != nil })
+        let (server, fault, c, ids) = try serverWithCachedLongProfiles(150, in: directory)
+        defer { server.stop() }
         let request = "MGET \(ids.joined(separator: " ")) freshmiss\n"
 
         fault.isOn = true
