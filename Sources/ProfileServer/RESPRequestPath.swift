@@ -19,10 +19,9 @@ extension Worker {
         let session = connection.resp!
         var used = 0
         var budget = context.configuration.requestsPerWakeup
-        let highWater = context.configuration.outputHighWater
         if session.decodeState == RESPDecodeState() { prefetchRESPKeys(bytes, count) }
         while used < count && budget > 0 && connection.phase == .serving {
-            if out.count + connection.queuedOutput >= highWater { break }
+            if repliesReachHighWater(connection) { break }
             // Restored when a request must wait: the next pass decodes it again from its start.
             let resumeAt = session.decodeState
             let input = UnsafeRawBufferPointer(start: bytes + used, count: count - used)
