@@ -309,12 +309,16 @@ func httpGet(port: UInt16, path: String, timeoutSeconds: Int = 30) throws -> (st
     return (code, body)
 }
 
+/// Polls `condition` every 10 ms for up to 30 s. Generous because the whole suite runs in
+/// parallel on two cores, where starting a server alone can take seconds; a condition that
+/// holds returns at once, so the bound costs only the tests that fail.
 func waitFor(_ condition: () -> Bool) throws {
-    for _ in 0..<400 {
+    let deadline = monotonicSeconds() + 30
+    repeat {
         if condition() { return }
         usleep(10_000)
-    }
-    throw TestFailure("condition not met in time")
+    } while monotonicSeconds() < deadline
+    throw TestFailure("condition not met in 30 s")
 }
 
 /// Splits a logfmt line into its pairs; throws on anything that is not logfmt.
