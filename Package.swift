@@ -25,6 +25,8 @@ let package = Package(
                        providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq",
                        providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
         // One inline function: the CPU's prefetch, which Swift does not expose.
         .systemLibrary(name: "CPrefetch"),
         .systemLibrary(name: "CCRC32C"),
@@ -54,22 +56,26 @@ let package = Package(
         .target(name: "ProfileStoreSQLite",
                 dependencies: ["CSQLite", "CLinux", "CPrefetch", "CCRC32C", "ProfileStore", "ProfileSystem", "WireBytes"],
                 swiftSettings: hotPath),
+        // TLS over a connected socket, for the server's listeners and the clients: OpenSSL's
+        // contexts and sessions, owned and freed here.
+        .target(name: "ProfileTLS", dependencies: ["COpenSSL"]),
         // One libpq connection with a deadline on every call, for stores shared by several nodes.
         .target(name: "ProfilePostgres", dependencies: ["CPostgres", "ProfileSystem"]),
         // The shared store: profiles in a PostgreSQL database several servers use at once.
         .target(name: "ProfileStorePostgres", dependencies: ["ProfilePostgres", "ProfileStore", "ProfileSystem"]),
         .target(name: "ProfileServer",
                 dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileModel", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore",
-                               "UnixSocketAddress", "WireBytes"],
+                               "ProfileTLS", "UnixSocketAddress", "WireBytes"],
                 swiftSettings: hotPath),
-        .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "UnixSocketAddress"]),
+        .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "ProfileTLS", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.
         .target(name: "ProfileAdmin",
                 dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileStoreSQLite", "ProfileProtocol", "WireBytes"]),
-        .target(name: "ProfileBench", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileProtocol"]),
+        .target(name: "ProfileBench", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileProtocol", "ProfileTLS"]),
 
         .executableTarget(name: "profiled",
-                          dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore", "ProfileStoreSQLite", "ProfileStorePostgres"]),
+                          dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore", "ProfileStoreSQLite", "ProfileStorePostgres",
+                                         "ProfileTLS"]),
         .executableTarget(name: "profilectl", dependencies: ["ProfileAdmin"]),
         .executableTarget(name: "profilebench", dependencies: ["ProfileBench"]),
 
@@ -84,7 +90,7 @@ let package = Package(
         .testTarget(name: "ProfilePostgresTests", dependencies: ["ProfilePostgres", "ProfileSystem", "ProfileTestSupport"]),
         .testTarget(name: "ProfileServerTests",
                     dependencies: ["ProfileServer", "ProfileCache", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileStoreSQLite",
-                                   "ProfileSystem", "CSQLite",
+                                   "ProfileSystem", "ProfileTLS", "CSQLite",
                                    "ProfileTestSupport"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),
         .testTarget(name: "ProfileAdminTests",

@@ -2,7 +2,7 @@
 # Sourced, not run.
 
 # The C libraries the package links (system-library targets) and the tool that finds them.
-BUILD_PACKAGES="libsqlite3-dev libevent-dev libpq-dev pkg-config"
+BUILD_PACKAGES="libsqlite3-dev libevent-dev libpq-dev libssl-dev pkg-config"
 # What Scripts/package uses besides: dpkg-deb, dpkg-shlibdeps and dpkg-gencontrol; strip.
 PACKAGE_PACKAGES="dpkg-dev binutils"
 

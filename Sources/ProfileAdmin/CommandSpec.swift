@@ -1,4 +1,5 @@
 import CommandLineFlags
+import ProfileClient
 
 /// A command's flags, arguments and help.
 ///
@@ -14,13 +15,20 @@ struct CommandSpec {
     var switches: Set<String>
     var arguments: ClosedRange<Int>
 
-    static let connectionFlags: Set<String> = ["host", "port", "unix", "token"]
-    static let connectionUsage = "[--host HOST] [--port PORT | --unix PATH] [--token TOKEN]"
+    static let connectionFlags: Set<String> = ["host", "port", "unix", "token", "cacert", "cert", "key", "sni"]
+    static let connectionSwitches: Set<String> = ["tls", "insecure"]
+    static let connectionUsage = "[--host HOST] [--port PORT | --unix PATH] [--token TOKEN] [--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME] [--insecure]]"
     static let connectionHelp = """
           --host HOST         server address (default 127.0.0.1)
           --port PORT         server port (default 7711)
           --unix PATH         connect over a Unix socket instead
           --token TOKEN       authenticate first (default: $PROFILED_TOKEN)
+          --tls               connect over TLS, to one of profiled's TLS listeners
+          --cacert FILE       the CA the server's certificate must chain to (default: the system's)
+          --cert FILE         a client certificate, for a server that asks for one (with --key)
+          --key FILE          the client certificate's private key
+          --sni NAME          the name the server's certificate must carry (default: --host)
+          --insecure          do not check the server's certificate
 
         """
 
@@ -161,7 +169,7 @@ struct ParsedArguments {
             // the flag as typed, which only a flag without an attached value ever needs.
             let long = Flag("--" + (word == "-o" ? "output" : word.drop { $0 == "-" }))
             let flag = long.inlineValue == nil ? Flag(spelling: word, name: long.name) : long
-            if spec.switches.contains(flag.name) && flag.inlineValue == nil {
+            if (spec.switches.contains(flag.name) || CommandSpec.connectionSwitches.contains(flag.name)) && flag.inlineValue == nil {
                 switches.insert(flag.name)
             } else if spec.valueFlags.contains(flag.name) {
                 let valuePosition = flag.inlineValue == nil ? reader.position : reader.position - 1
@@ -195,14 +203,31 @@ struct ParsedArguments {
         if values["unix"] != nil, let flag = ["host", "port"].first(where: { values[$0] != nil }) {
             throw AdminError.usage("--unix connects to a socket, so --\(flag) has no use with it")
         }
-        if values["db"] != nil, let flag = ["host", "port", "unix", "token"].first(where: { values[$0] != nil }) {
+        let tlsFlags = ["cacert", "cert", "key", "sni", "insecure"].filter { values[$0] != nil || switches.contains($0) }
+        let tls = switches.contains("tls")
+        if values["db"] != nil,
+           let flag = (["host", "port", "unix", "token"].filter { values[$0] != nil } + (tls ? ["tls"] : []) + tlsFlags).first {
             throw AdminError.usage("--db opens the store file without a server, so --\(flag) has no use with it")
+        }
+        if let flag = tlsFlags.first, !tls {
+            throw AdminError.usage("--\(flag) sets up TLS: add --tls")
+        }
+        if tls && values["unix"] != nil {
+            throw AdminError.usage("--tls connects over TCP, so --unix has no use with it")
+        }
+        if (values["cert"] == nil) != (values["key"] == nil) {
+            throw AdminError.usage("a client certificate needs both --cert and --key")
         }
         var options = ServerOptions()
         if let host = values["host"] { options.host = host }
         if let port = try number("port", in: 1...65535, otherwise: nil) { options.port = UInt16(port) }
         options.unixPath = values["unix"]
         options.token = values["token"] ?? environment["PROFILED_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        if tls {
+            options.tls = TLSClientOptions(caCertificateFile: values["cacert"], certificateFile: values["cert"],
+                                           keyFile: values["key"], serverName: values["sni"],
+                                           verifyPeer: !switches.contains("insecure"))
+        }
         return options
     }
 }

@@ -2,7 +2,7 @@ import Glibc
 import ProfileClient
 
 /// How to reach a running profiled: `--host`, `--port`, `--unix`, `--token`
-/// (or `PROFILED_TOKEN` in the environment).
+/// (or `PROFILED_TOKEN` in the environment), and TLS (`--tls` and its files).
 ///
 /// Threading: a plain value; any thread.
 public struct ServerOptions: Sendable, Equatable {
@@ -10,6 +10,8 @@ public struct ServerOptions: Sendable, Equatable {
     public var port: UInt16 = 7711
     public var unixPath: String? = nil
     public var token: String? = nil
+    /// Set: connect over TLS.
+    public var tls: TLSClientOptions? = nil
 
     public init() {}
 
@@ -21,7 +23,7 @@ public struct ServerOptions: Sendable, Equatable {
     /// Connects and authenticates when a token is given.
     public func connect() throws(AdminError) -> ProfileConnection {
         do {
-            let connection = try ProfileConnection(endpoint)
+            let connection = try ProfileConnection(endpoint, tls: tls)
             if let token { try connection.auth(token) }
             return connection
         } catch .server(let code, let message) {

@@ -1,4 +1,5 @@
 import CommandLineFlags
+import ProfileClient
 
 /// How ids are drawn from the key space.
 public enum KeyDistribution: Sendable, Equatable, CustomStringConvertible {
@@ -24,6 +25,8 @@ public struct BenchOptions: Sendable {
     public var port: UInt16? = nil
     public var unixPath: String? = nil
     public var token: String? = nil
+    /// Set: every connection is TLS (`--tls` and its files).
+    public var tls: TLSClientOptions? = nil
     public var connections = 50
     public var pipeline = 1
     public var threads = 1
@@ -64,6 +67,12 @@ requests/s, errors and latency percentiles, and the harness's own CPU use.
   --port N            port to connect to
   --unix PATH         connect to a Unix domain socket instead
   --token T           AUTH with this token on every connection (profiled, redis, resp)
+  --tls               connect over TLS (profiled's TLS listeners, or a Redis with TLS)
+  --cacert FILE       the CA the server's certificate must chain to (default: the system's)
+  --cert FILE         a client certificate, for a server that asks for one (with --key)
+  --key FILE          the client certificate's private key
+  --sni NAME          the name the server's certificate must carry (default: the host)
+  --insecure          do not check the server's certificate
   --conns N           connections (default 50), spread over the threads
   --pipeline N        requests in flight per connection (default 1)
   --threads N         load threads (default 1)
@@ -106,6 +115,7 @@ extension BenchOptions {
         // The flags given, for those that cannot go together.
         var given: Set<String> = []
         var targetAddress: String? = nil
+        var caCertificate: String? = nil, certificate: String? = nil, key: String? = nil, serverName: String? = nil
         var reader = FlagReader(arguments, error: UsageError.init)
         while let flag = reader.nextFlag() {
             switch flag.spelling {
@@ -123,6 +133,11 @@ extension BenchOptions {
                 guard !path.isEmpty else { throw UsageError("--unix needs a path") }
                 options.unixPath = path
             case "--token": options.token = try reader.value(of: flag)
+            case "--tls", "--insecure": try reader.refuseValue(of: flag)
+            case "--cacert": caCertificate = try reader.value(of: flag)
+            case "--cert": certificate = try reader.value(of: flag)
+            case "--key": key = try reader.value(of: flag)
+            case "--sni": serverName = try reader.value(of: flag)
             case "--conns": options.connections = try reader.wholeNumber(of: flag, in: 1...10_000)
             case "--pipeline": options.pipeline = try reader.wholeNumber(of: flag, in: 1...4096)
             case "--threads": options.threads = try reader.wholeNumber(of: flag, in: 1...64)
@@ -150,8 +165,16 @@ extension BenchOptions {
         if let targetAddress, let flag = ["--host", "--port", "--unix"].first(where: given.contains) {
             throw UsageError("--target \(targetAddress) names the address, so \(flag) has no use with it")
         }
-        if given.contains("--unix"), let flag = ["--host", "--port"].first(where: given.contains) {
+        if given.contains("--unix"), let flag = ["--host", "--port", "--tls"].first(where: given.contains) {
             throw UsageError("--unix connects to a socket, so \(flag) has no use with it")
+        }
+        if !given.contains("--tls"), let flag = ["--cacert", "--cert", "--key", "--sni", "--insecure"].first(where: given.contains) {
+            throw UsageError("\(flag) sets up TLS: add --tls")
+        }
+        if (certificate == nil) != (key == nil) { throw UsageError("a client certificate needs both --cert and --key") }
+        if given.contains("--tls") {
+            options.tls = TLSClientOptions(caCertificateFile: caCertificate, certificateFile: certificate, keyFile: key,
+                                           serverName: serverName, verifyPeer: !given.contains("--insecure"))
         }
         try options.check()
         return .run(options)
@@ -195,6 +218,7 @@ extension BenchOptions {
             }
         }
         if token != nil && target == .memcached { throw UsageError("--token: memcached's text protocol has no AUTH") }
+        if tls != nil && target == .memcached { throw UsageError("--tls: only profiled, redis and resp targets are measured over TLS") }
         if threads > connections { throw UsageError("--threads \(threads) needs at least as many --conns") }
         if target == .profiled && mgetSize * (2 + KeySpace(keys: keys, valueSize: valueSize).idLength) > 60_000 {
             throw UsageError("--mget-size \(mgetSize) ids do not fit in one request line")

@@ -1,4 +1,5 @@
 import Glibc
+import ProfileTLS
 
 /// One connection of a load thread: its socket, the bytes going out and coming in, and the
 /// requests in flight in the order their replies will come.
@@ -9,6 +10,8 @@ import Glibc
 /// the runtime's dynamic exclusivity checks were a third of the load loop's instructions.
 final class LoadConnection: @unchecked Sendable {
     let fd: Int32
+    /// The TLS session every byte passes through; nil in clear.
+    let tls: TLSSession?
     let output = ByteBuffer(capacity: 1 << 16)
     let input = ByteBuffer(capacity: 1 << 16)
     /// Whether poll also waits for write readiness (only while bytes are left to send).
@@ -24,8 +27,9 @@ final class LoadConnection: @unchecked Sendable {
     @exclusivity(unchecked) private var head = 0
     @exclusivity(unchecked) private(set) var inFlight = 0
 
-    init(fd: Int32, pipeline: Int, ringSize: Int) {
+    init(fd: Int32, tls: TLSSession?, pipeline: Int, ringSize: Int) {
         self.fd = fd
+        self.tls = tls
         self.pipeline = pipeline
         var capacity = 1
         while capacity < max(pipeline, ringSize) { capacity <<= 1 }
@@ -35,7 +39,29 @@ final class LoadConnection: @unchecked Sendable {
         starts = [UInt64](repeating: 0, count: capacity)
     }
 
-    deinit { close(fd) }
+    deinit {
+        tls?.shutdown()
+        close(fd)
+    }
+
+    /// Reads what has arrived, as `recv` reports it (through TLS when on).
+    @inline(__always)
+    func receive(into buffer: UnsafeMutableRawPointer, count: Int) -> Int {
+        guard let tls else { return recv(fd, buffer, count, 0) }
+        return tls.receive(into: buffer, count: count)
+    }
+
+    /// Sends what the socket takes now, as `send` reports it (through TLS when on). After
+    /// EAGAIN over TLS the next call must offer the same bytes first, which `output` does: it
+    /// only grows at its end until bytes are sent.
+    @inline(__always)
+    func send(_ bytes: UnsafeRawPointer, count: Int) -> Int {
+        guard let tls else { return Glibc.send(fd, bytes, count, Int32(MSG_NOSIGNAL)) }
+        return tls.send(bytes, count: count)
+    }
+
+    /// Decrypted bytes the socket will not signal again.
+    var hasBufferedInput: Bool { tls?.hasBufferedInput ?? false }
 
     var hasRoom: Bool { inFlight < pipeline }
 

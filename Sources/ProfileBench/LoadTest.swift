@@ -1,4 +1,6 @@
 import Glibc
+import ProfileClient
+import ProfileTLS
 import Synchronization
 
 /// How the preload (or the warming read) went.
@@ -55,12 +57,28 @@ public enum LoadTest {
         let endpoint = options.endpointDescription
         let ringSize = max(options.pipeline, preloadPipeline(options.target))
         var connections: [LoadConnection] = []
+        let tlsContext: TLSContext?
+        do {
+            tlsContext = try options.tls?.makeContext()
+        } catch {
+            throw BenchFailure("\(error)")
+        }
         for _ in 0..<options.connections {
             let fd = try openConnection(options)
-            let connection = LoadConnection(fd: fd, pipeline: options.pipeline, ringSize: ringSize)
+            var session: TLSSession? = nil
+            if let tlsContext {
+                do {
+                    session = try startTLS(on: fd, to: .tcp(host: options.host, port: options.port ?? options.target.defaultPort),
+                                           context: tlsContext, serverName: options.tls?.serverName)
+                } catch {
+                    close(fd)
+                    throw BenchFailure("\(error)")
+                }
+            }
+            let connection = LoadConnection(fd: fd, tls: session, pipeline: options.pipeline, ringSize: ringSize)
             if options.token != nil {
                 writer.auth(to: connection.output)
-                try blockingRoundTrip(fd, connection.output, options.target, expecting: .auth, endpoint: endpoint)
+                try blockingRoundTrip(connection, options.target, expecting: .auth, endpoint: endpoint)
             }
             makeNonBlocking(fd)
             connections.append(connection)

@@ -233,11 +233,13 @@ final class LoadWorker: @unchecked Sendable {
         let connection = connections[index]
         let input = connection.input
         let space = input.reserve(1 << 16)
-        let n = recv(connection.fd, space, input.spaceAtEnd, 0)
+        let n = connection.receive(into: space, count: input.spaceAtEnd)
         if n > 0 {
             input.commit(n)
             parseReplies(connection, now)
             if failure == nil { flush(index) }
+            // TLS may hold decrypted replies that poll will not report: take them now.
+            if failure == nil && connection.hasBufferedInput { receive(index, now) }
         } else if n == 0 || errno == ECONNRESET {
             var message = "\(plan.endpoint) closed a connection with \(connection.inFlight) requests unanswered"
             if !input.isEmpty { message += "; it last sent \(visible(input.readable))" }
@@ -292,7 +294,7 @@ final class LoadWorker: @unchecked Sendable {
         let connection = connections[index]
         let output = connection.output
         while !output.isEmpty {
-            let n = send(connection.fd, output.readable.baseAddress, output.count, Int32(MSG_NOSIGNAL))
+            let n = connection.send(output.readable.baseAddress!, count: output.count)
             if n > 0 {
                 output.consume(n)
             } else if n < 0 && errno == EINTR {

@@ -33,10 +33,11 @@ func makeNonBlocking(_ fd: Int32) {
 
 /// Sends everything in `buffer` and reads one reply to `expecting`, blocking; for AUTH
 /// before the load starts.
-func blockingRoundTrip(_ fd: Int32, _ buffer: ByteBuffer, _ target: TargetProtocol, expecting: ExpectedReply,
+func blockingRoundTrip(_ connection: LoadConnection, _ target: TargetProtocol, expecting: ExpectedReply,
                        endpoint: String) throws(BenchFailure) {
+    let buffer = connection.output
     while !buffer.isEmpty {
-        let n = send(fd, buffer.readable.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
+        let n = connection.send(buffer.readable.baseAddress!, count: buffer.count)
         if n < 0 && errno == EINTR { continue }
         guard n > 0 else { throw BenchFailure("write to \(endpoint) failed: \(errnoText())") }
         buffer.consume(n)
@@ -53,7 +54,7 @@ func blockingRoundTrip(_ fd: Int32, _ buffer: ByteBuffer, _ target: TargetProtoc
             throw BenchFailure("\(endpoint) answered garbage: \(message)")
         case .incomplete:
             let space = buffer.reserve(4096)
-            let n = recv(fd, space, buffer.spaceAtEnd, 0)
+            let n = connection.receive(into: space, count: buffer.spaceAtEnd)
             if n < 0 && errno == EINTR { continue }
             if n == 0 { throw BenchFailure("\(endpoint) closed the connection before answering AUTH\(buffer.isEmpty ? "" : ": \(visible(buffer.readable))")") }
             guard n > 0 else { throw BenchFailure("read from \(endpoint) failed: \(errnoText())") }

@@ -1,6 +1,7 @@
 import Glibc
-import UnixSocketAddress
 import ProfileProtocol
+import ProfileTLS
+import UnixSocketAddress
 
 /// Where a profiled listens. A plain value; any thread may use it.
 public enum Endpoint: Sendable, Equatable, CustomStringConvertible {
@@ -53,6 +54,69 @@ public enum ClientError: Error, CustomStringConvertible, Sendable, Equatable {
     }
 }
 
+/// How a client speaks TLS, with redis-cli's names: the CA that the server's certificate
+/// must chain to (the system's CAs when nil), and the client's own certificate and key for a
+/// server that asks for one.
+///
+/// A plain value; any thread may use it.
+public struct TLSClientOptions: Sendable, Equatable {
+    public var caCertificateFile: String?
+    public var certificateFile: String?
+    public var keyFile: String?
+    /// The name the server's certificate must carry; nil: the host connected to.
+    public var serverName: String?
+    /// False skips checking the server's certificate (redis-cli's `--insecure`).
+    public var verifyPeer: Bool
+
+    public init(caCertificateFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil,
+                serverName: String? = nil, verifyPeer: Bool = true) {
+        self.caCertificateFile = caCertificateFile
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+        self.serverName = serverName
+        self.verifyPeer = verifyPeer
+    }
+
+    /// A context for these options: the CA, certificate and key files read now.
+    public func makeContext() throws(ClientError) -> TLSContext {
+        do {
+            return try TLSContext(clientCA: caCertificateFile, certificateFile: certificateFile, keyFile: keyFile,
+                                  verifyPeer: verifyPeer)
+        } catch {
+            throw ClientError.connect(endpoint: "TLS", reason: error.description)
+        }
+    }
+}
+
+/// Starts TLS over a connected blocking socket: the handshake, bounded by the socket's timeouts.
+/// The caller keeps owning `fd`.
+public func startTLS(on fd: Int32, to endpoint: Endpoint, context: TLSContext, serverName: String?) throws(ClientError) -> TLSSession {
+    // OpenSSL writes with write(2), which raises SIGPIPE on a connection the server closed;
+    // the error is reported instead, as the clear path's MSG_NOSIGNAL does. A handler the
+    // program set stays.
+    var current = sigaction()
+    if sigaction(SIGPIPE, nil, &current) == 0 && current.__sigaction_handler.sa_handler == nil {
+        signal(SIGPIPE, SIG_IGN)
+    }
+    var name = serverName
+    if name == nil, case .tcp(let host, _) = endpoint { name = host }
+    guard let session = context.session(fd: fd, accepting: false, serverName: name) else {
+        throw ClientError.connect(endpoint: endpoint.description, reason: "cannot start a TLS session")
+    }
+    while true {
+        switch session.handshake() {
+        case .done: return session
+        case .wantRead, .wantWrite:
+            throw ClientError.connect(endpoint: endpoint.description, reason: "timed out in the TLS handshake")
+        case .closed:
+            throw ClientError.connect(endpoint: endpoint.description, reason: "the server closed the connection in the TLS handshake")
+        case .failed(let reason):
+            if errno == EINTR { continue }
+            throw ClientError.connect(endpoint: endpoint.description, reason: "TLS handshake failed: \(reason)")
+        }
+    }
+}
+
 /// A blocking connection to profiled that speaks the line protocol, with pipelining:
 /// `send` queues requests, `flush` writes them, `readReply` takes replies in order.
 ///
@@ -60,21 +124,49 @@ public enum ClientError: Error, CustomStringConvertible, Sendable, Equatable {
 public final class ProfileConnection {
     public let endpoint: Endpoint
     private let fd: Int32
+    /// The TLS session every byte passes through; nil in clear.
+    private let tls: TLSSession?
     private var outgoing: [UInt8] = []
     private var incoming: [UInt8] = []
     private var readPosition = 0
 
-    /// Connects, waiting at most `timeoutSeconds` for any later read or write.
-    public init(_ endpoint: Endpoint, timeoutSeconds: Int = 30) throws(ClientError) {
+    /// Connects, over TLS when `tls` is given, waiting at most `timeoutSeconds` for the
+    /// handshake and for any later read or write.
+    public convenience init(_ endpoint: Endpoint, timeoutSeconds: Int = 30, tls: TLSClientOptions? = nil) throws(ClientError) {
+        let context = try tls?.makeContext()
+        try self.init(endpoint, timeoutSeconds: timeoutSeconds, tlsContext: context, serverName: tls?.serverName)
+    }
+
+    /// Connects, over TLS with a context made once for many connections when `tlsContext` is given.
+    public init(_ endpoint: Endpoint, timeoutSeconds: Int, tlsContext: TLSContext?, serverName: String?) throws(ClientError) {
         self.endpoint = endpoint
         fd = try openStream(to: endpoint)
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if let tlsContext {
+            do {
+                tls = try startTLS(on: fd, to: endpoint, context: tlsContext, serverName: serverName)
+            } catch {
+                close(fd)
+                throw error
+            }
+        } else {
+            tls = nil
+        }
         incoming.reserveCapacity(1 << 16)
     }
 
-    deinit { close(fd) }
+    deinit {
+        tls?.shutdown()
+        close(fd)
+    }
+
+    /// The negotiated TLS version ("TLSv1.3"); nil in clear.
+    public var tlsVersion: String? { tls?.version }
+
+    /// The common name of the server's verified certificate; nil in clear or unverified.
+    public var tlsPeerCommonName: String? { tls?.verifiedPeerCommonName }
 
     // MARK: Pipelining primitives
 
@@ -108,9 +200,7 @@ public final class ProfileConnection {
     public func flush() throws(ClientError) {
         var offset = 0
         while offset < outgoing.count {
-            let n = outgoing.withUnsafeBytes { raw in
-                Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-            }
+            let n = outgoing.withUnsafeBytes { raw in write(raw.baseAddress! + offset, raw.count - offset) }
             if n < 0 {
                 let error = errno
                 if error == EINTR { continue }
@@ -125,11 +215,23 @@ public final class ProfileConnection {
         outgoing.removeAll(keepingCapacity: true)
     }
 
-    /// Writes everything queued, then shuts the sending side: the server answers the lines it
-    /// received, then closes.
+    /// Writes everything queued, then shuts the sending side (over TLS: close_notify): the
+    /// server answers the lines it received, then closes.
     public func finishSending() throws(ClientError) {
         try flush()
-        shutdown(fd, Int32(SHUT_WR))
+        if let tls { tls.shutdown() } else { shutdown(fd, Int32(SHUT_WR)) }
+    }
+
+    /// Writes what the socket takes now, as `send` reports it (through TLS when on).
+    private func write(_ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+        guard let tls else { return Glibc.send(fd, bytes, count, Int32(MSG_NOSIGNAL)) }
+        return tls.send(bytes, count: count)
+    }
+
+    /// Reads what has arrived, as `recv` reports it (through TLS when on).
+    private func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        guard let tls else { return recv(fd, buffer, count, 0) }
+        return tls.receive(into: buffer, count: count)
     }
 
     /// Reads what a server that closed the connection sent before it did; returns its last line.
@@ -177,7 +279,7 @@ public final class ProfileConnection {
     private func fill() throws(ClientError) {
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = chunk.withUnsafeMutableBytes { read($0.baseAddress!, $0.count) }
             if n > 0 {
                 incoming.append(contentsOf: chunk[0..<n])
                 return

@@ -1,4 +1,5 @@
 import ProfileProtocol
+import ProfileTLS
 
 /// profiled's version, as `--version`, INFO and the package give it.
 public let profiledVersion = "0.1.0"
@@ -7,13 +8,20 @@ public let profiledVersion = "0.1.0"
 ///
 /// A plain value: any thread may read it.
 public struct ServerConfiguration: Sendable {
-    /// TCP address and port to listen on.
+    /// TCP address and port to listen on; a nil port leaves the plain line-protocol listener off.
     public var host: String = "127.0.0.1"
-    public var port: UInt16 = 7711
+    public var port: UInt16? = 7711
     /// Optional Unix domain socket path.
     public var unixPath: String? = nil
     /// The RESP listener's port on `host`; nil leaves it off.
     public var respPort: UInt16? = nil
+    /// The TLS listeners' ports on `host` (line protocol, RESP); nil leaves each off.
+    public var tlsPort: UInt16? = nil
+    public var respTLSPort: UInt16? = nil
+    /// The TLS listeners' certificate, key, CA and what they accept; set when either TLS port is.
+    public var tls: TLSServerSettings? = nil
+    /// How long a TLS client has from accept to the end of its handshake before it is closed.
+    public var tlsHandshakeTimeoutSeconds: Int = 10
     /// What every RESP key starts with before its userId (`user:`); empty: the key is the userId.
     public var respKeyPrefix: [UInt8] = []
     public var cacheMegabytes: Int = 256
@@ -48,8 +56,11 @@ extension ServerConfiguration {
     /// non-loopback address could read and erase every profile (protected mode).
     public var insecureBindProblem: String? {
         guard tokensPath == nil && !allowInsecureBind else { return nil }
-        if !isLoopback(host: host) {
-            return "refusing to listen on \(host) without --tokens: anyone who can reach it could read and erase every profile (use --tokens FILE, or --allow-insecure-bind if the network is trusted)"
+        // Where every listener on the host asks for a client certificate that chains to the
+        // CA, the certificate authenticates the client.
+        let certificatesRequired = tls?.clientAuthentication == .yes && port == nil && respPort == nil
+        if !isLoopback(host: host) && !certificatesRequired {
+            return "refusing to listen on \(host) without --tokens: anyone who can reach it could read and erase every profile (use --tokens FILE, TLS alone with --tls-auth-clients yes and --port off, or --allow-insecure-bind if the network is trusted)"
         }
         if let metrics = metricsAddress, !isLoopback(host: metrics.host) {
             return "refusing to serve metrics on \(metrics.host) without --tokens (use a loopback address, or --allow-insecure-bind if the network is trusted)"

@@ -2,6 +2,7 @@ import CLibevent
 import Glibc
 import ProfileModel
 import ProfileProtocol
+import ProfileTLS
 
 /// The protocol a listener speaks, and so every connection it accepted.
 ///
@@ -66,7 +67,19 @@ final class Connection {
     /// of a request, not a whole one left for later.
     var needsMoreInput = false
 
-    /// Reply bytes the socket has not taken yet.
+    /// The TLS session bytes pass through, on a TLS listener's connection; nil in clear.
+    private(set) var tls: TLSSession?
+    /// The TLS handshake has not finished: nothing is read as requests yet.
+    var handshaking: Bool
+    /// Closes the connection if its handshake has not finished by `--tls-handshake-timeout`.
+    var handshakeTimer: OpaquePointer? = nil
+    /// The last TLS read (or handshake step) needs the socket writable before it can go on.
+    var tlsWaitsForWritable = false
+    /// What a TLS connection counts for OpenSSL's buffers: a record buffer each way of 16 KiB
+    /// plus its header and padding, and the session.
+    static let tlsBufferBytes = 40 << 10
+
+    /// Reply bytes the socket has not taken yet (plaintext, on a TLS connection).
     let output: OpaquePointer
     /// What this connection counts in the clients' memory (`ServerStatistics.clientMemoryBytes`)
     /// since it last accounted.
@@ -76,9 +89,11 @@ final class Connection {
     var reading = false
     var writing = false
 
-    init(fd: Int32, front: Front, worker: Worker, role: Role, inputLimit: Int, respSessionId: Int) {
+    init(fd: Int32, front: Front, tls: TLSSession?, worker: Worker, role: Role, inputLimit: Int, respSessionId: Int) {
         self.fd = fd
         self.front = front
+        self.tls = tls
+        handshaking = tls != nil
         resp = front == .resp ? RESPSession(id: respSessionId) : nil
         self.worker = worker
         self.role = role
@@ -96,13 +111,13 @@ final class Connection {
     /// unfinished MGET's ids and a RESP transaction's queue.
     var memoryBytes: Int {
         pending.capacity + queuedOutput + heldReplies.byteCount + (unfinishedLookups?.byteCount ?? 0)
-            + (resp?.transaction?.bytes ?? 0)
+            + (resp?.transaction?.bytes ?? 0) + (tls == nil ? 0 : Self.tlsBufferBytes)
     }
 
     /// Whether a pass has something to serve without more input: an unfinished MGET, or
     /// pending input that holds a request, not only the start of one.
     var hasWorkWaiting: Bool {
-        unfinishedLookups != nil || (!pending.isEmpty && !needsMoreInput)
+        unfinishedLookups != nil || (!pending.isEmpty && !needsMoreInput) || (tls?.hasBufferedInput ?? false)
     }
 
     /// Drops the queued reply bytes after the first `count`, for a reply taken back unsent.
@@ -119,8 +134,10 @@ final class Connection {
     func detachEvents() {
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
+        if let handshakeTimer { event_free(handshakeTimer) }
         readEvent = nil
         writeEvent = nil
+        handshakeTimer = nil
         reading = false
         writing = false
     }
@@ -128,6 +145,8 @@ final class Connection {
     /// Releases the socket and its events. The object lives on while write jobs still reference it.
     func releaseResources() {
         detachEvents()
+        tls?.shutdown()
+        tls = nil
         close(fd)
         phase = .closed
         pending.release()

@@ -57,6 +57,15 @@ extension Worker {
     /// looked at in the socket, not taken in. At the end of the stream the peer has closed, and
     /// the unfinished line gets no reply.
     private func byteBeyondLineArrived(_ connection: Connection) -> Bool {
+        if let tls = connection.tls {
+            switch tls.peekByte() {
+            case .done: return true
+            case .closed: connection.peerClosed = true
+            case .wantWrite: connection.tlsWaitsForWritable = true
+            case .wantRead, .failed: break
+            }
+            return false
+        }
         var byte: UInt8 = 0
         let n = recv(connection.fd, &byte, 1, Int32(MSG_PEEK))
         if n == 0 { connection.peerClosed = true }

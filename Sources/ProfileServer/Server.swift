@@ -5,6 +5,7 @@ import ProfileCache
 import ProfileProtocol
 import ProfileStore
 import ProfileSystem
+import ProfileTLS
 
 /// A server that could not start: one clear sentence for the operator. A plain value; any
 /// thread may use it.
@@ -38,6 +39,9 @@ public final class Server {
     /// such a stretch is logged once, however many pauses it takes.
     private var acceptsExhausted = false
     private var stopping = false
+    /// What new TLS connections are made from; SIGHUP replaces it, and connections made from
+    /// the one before keep it.
+    private var tlsContext: TLSContext?
     static let mallocArenas: Int32 = 1
     /// Where it listens, as logged (`127.0.0.1:7711`, `unix:/run/profiled.sock`).
     public private(set) var addresses: [String] = []
@@ -92,21 +96,33 @@ public final class Server {
         do {
             for i in 0..<threads { workers.append(try Worker(index: i, context: context, reader: readers[i])) }
             for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
-            for fd in try listenTCP(host: configuration.host, port: configuration.port) {
-                listeners.append(Listener(fd: fd, front: .line, address: boundAddress(of: fd)))
+            let tcp: [(port: UInt16?, front: Front, tls: Bool)] = [
+                (configuration.port, .line, false), (configuration.respPort, .resp, false),
+                (configuration.tlsPort, .line, true), (configuration.respTLSPort, .resp, true),
+            ]
+            for (port, front, tls) in tcp {
+                guard let port else { continue }
+                for fd in try listenTCP(host: configuration.host, port: port) {
+                    listeners.append(Listener(fd: fd, front: front, tls: tls, address: boundAddress(of: fd)))
+                    if front == .resp && (!tls || configuration.respPort == nil) {
+                        context.respPortBound.store(Int(boundPort(of: fd)), ordering: .relaxed)
+                    }
+                }
             }
             if let unixPath = configuration.unixPath {
-                listeners.append(Listener(fd: try listenUnix(path: unixPath), front: .line, address: "unix:\(unixPath)"))
-            }
-            if let respPort = configuration.respPort {
-                for fd in try listenTCP(host: configuration.host, port: respPort) {
-                    listeners.append(Listener(fd: fd, front: .resp, address: boundAddress(of: fd)))
-                    context.respPortBound.store(Int(boundPort(of: fd)), ordering: .relaxed)
-                }
+                listeners.append(Listener(fd: try listenUnix(path: unixPath), front: .line, tls: false, address: "unix:\(unixPath)"))
             }
         } catch {
             for listener in listeners { Glibc.close(listener.fd) }
             throw StartupError("cannot listen: \(error)")
+        }
+        if let tls = configuration.tls {
+            do {
+                tlsContext = try TLSContext(server: tls)
+            } catch {
+                for listener in listeners { Glibc.close(listener.fd) }
+                throw StartupError("cannot use the TLS settings: \(error)")
+            }
         }
         addresses = listeners.map(\.address)
         if let metrics = configuration.metricsAddress {
@@ -193,10 +209,11 @@ public final class Server {
         // everything else ready and logged.
         if let metricsServer { Log.info("serving metrics", ["addr": metricsServer.address, "paths": "/metrics,/healthz"]) }
         for listener in listeners {
-            if listener.front == .resp {
-                Log.info("listening", ["proto": "resp", "addr": listener.address])
-            } else {
-                Log.info("listening", ["addr": listener.address])
+            switch (listener.front, listener.tls) {
+            case (.line, false): Log.info("listening", ["addr": listener.address])
+            case (.resp, false): Log.info("listening", ["proto": "resp", "addr": listener.address])
+            case (.line, true): Log.info("listening", ["tls": "yes", "addr": listener.address])
+            case (.resp, true): Log.info("listening", ["proto": "resp", "tls": "yes", "addr": listener.address])
             }
         }
 
@@ -238,18 +255,31 @@ public final class Server {
             acceptsExhausted = false
             let statistics = context.statistics
             if statistics.currentConnections.load(ordering: .relaxed) >= configuration.maxConnections {
-                writeBestEffort(fd, listener.front == .resp ? "-ERR max number of clients reached\r\n"
-                                                            : "ERROR BUSY too many connections\n")
+                // Over TLS nothing can be said before a handshake: the connection is only
+                // closed, as Redis does.
+                if !listener.tls {
+                    writeBestEffort(fd, listener.front == .resp ? "-ERR max number of clients reached\r\n"
+                                                                : "ERROR BUSY too many connections\n")
+                }
                 statistics.refusedErrors.add(1, ordering: .relaxed)
                 Glibc.close(fd)
                 continue
+            }
+            var tls: TLSSession? = nil
+            if listener.tls {
+                guard let session = tlsContext?.session(fd: fd, accepting: true) else {
+                    Log.warn("cannot start a TLS session; connection closed")
+                    Glibc.close(fd)
+                    continue
+                }
+                tls = session
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             statistics.currentConnections.add(1, ordering: .relaxed)
             statistics.totalConnections.add(1, ordering: .relaxed)
             if Log.level <= .debug { Log.debug("connection accepted", ["fd": "\(fd)", "worker": "\(nextWorker)"]) }
-            workers[nextWorker].post(.accepted(fd: fd, front: listener.front, sessionId: nextSessionId))
+            workers[nextWorker].post(.accepted(fd: fd, front: listener.front, tls: tls, sessionId: nextSessionId))
             nextSessionId += 1
             nextWorker = (nextWorker + 1) % workers.count
         }
@@ -294,7 +324,28 @@ public final class Server {
 
     /// SIGHUP: read the tokens file again. Connections keep the role they have; a file that
     /// cannot be used is reported and the tokens in force stay.
-    fileprivate func reloadTokens() {
+    fileprivate func hangUp() {
+        reloadTokens()
+        reloadTLS()
+    }
+
+    /// SIGHUP: read the certificate, key and CA files again. New connections use them; open
+    /// ones keep what they were made with. Files that cannot be used are reported and the
+    /// ones in force stay.
+    private func reloadTLS() {
+        guard let settings = configuration.tls else { return }
+        do {
+            tlsContext = try TLSContext(server: settings)
+            context.statistics.tlsReloadFailed.store(0, ordering: .relaxed)
+            Log.info("TLS certificates reloaded", ["cert": settings.certificateFile])
+        } catch {
+            context.statistics.tlsReloadFailures.add(1, ordering: .relaxed)
+            context.statistics.tlsReloadFailed.store(1, ordering: .relaxed)
+            Log.error("TLS certificates not reloaded; the previous ones stay in force", ["error": error.description])
+        }
+    }
+
+    private func reloadTokens() {
         guard let path = configuration.tokensPath else {
             Log.info("SIGHUP: no tokens file to reload")
             return
@@ -347,14 +398,17 @@ private func serverAcceptReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMuta
 private final class Listener {
     let fd: Int32
     let front: Front
+    /// Whether its connections start with a TLS handshake.
+    let tls: Bool
     /// As logged: `127.0.0.1:7711`, `unix:/run/profiled.sock`.
     let address: String
     var event: OpaquePointer?
     weak var server: Server?
 
-    init(fd: Int32, front: Front, address: String) {
+    init(fd: Int32, front: Front, tls: Bool, address: String) {
         self.fd = fd
         self.front = front
+        self.tls = tls
         self.address = address
     }
 }
@@ -368,7 +422,7 @@ private func serverTrimTick(_ fd: Int32, _ what: Int16, _ context: UnsafeMutable
 }
 
 private func serverHangup(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().reloadTokens()
+    Unmanaged<Server>.fromOpaque(context!).takeUnretainedValue().hangUp()
 }
 
 private func serverSignalled(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {

@@ -58,6 +58,14 @@ final class ServerStatistics: Sendable {
     let clientMemoryPeak = Atomic<Int>(0)
     /// Connections closed because the clients' memory went past `--max-client-memory`.
     let clientEvictions = Atomic<Int>(0)
+    /// TLS handshakes completed, failed (refused certificates, versions, plain bytes) and
+    /// cut off at `--tls-handshake-timeout`.
+    let tlsHandshakes = Atomic<Int>(0)
+    let tlsHandshakeFailures = Atomic<Int>(0)
+    let tlsHandshakeTimeouts = Atomic<Int>(0)
+    /// SIGHUP reloads of the TLS files that failed, and whether the last one did (1) or not (0).
+    let tlsReloadFailures = Atomic<Int>(0)
+    let tlsReloadFailed = Atomic<Int>(0)
 
     init() {
         var now = timespec()

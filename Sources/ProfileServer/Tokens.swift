@@ -23,13 +23,16 @@ public struct TokenTable: Sendable {
         var role: Role
     }
     let entries: [Entry]
+    /// Roles of TLS clients by the common name of their verified certificate's subject.
+    let certificateRoles: [String: Role]
 
-    public var count: Int { entries.count }
+    public var count: Int { entries.count + certificateRoles.count }
 
-    /// Parses `<role> <token>` lines: blanks separate, `#` lines and blank lines are ignored.
+    /// Parses `<role> <token>` and `<role> cert-cn <common name>` lines: blanks separate, `#`
+    /// lines and blank lines are ignored.
     ///
     /// - Throws: `TokensFileError` for an unreadable file, an unknown role, a malformed line,
-    ///   a token listed twice (at its second line) or a file with no tokens.
+    ///   a token or name listed twice (at its second line) or a file with neither.
     public static func load(path: String) throws(TokensFileError) -> TokenTable {
         guard let bytes = readWholeFile(path) else {
             throw TokensFileError(path: path, line: 0, reason: "cannot read the tokens file (\(String(cString: strerror(errno))))")
@@ -39,6 +42,7 @@ public struct TokenTable: Sendable {
 
     static func parse(_ bytes: [UInt8], path: String) throws(TokensFileError) -> TokenTable {
         var entries: [Entry] = []
+        var certificateRoles: [String: Role] = [:]
         var lineNumber = 0
         for rawLine in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             lineNumber += 1
@@ -46,12 +50,20 @@ public struct TokenTable: Sendable {
             if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
             let fields = line.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 })
             if fields.isEmpty || fields[0].first == UInt8(ascii: "#") { continue }
-            guard fields.count == 2 else {
-                throw TokensFileError(path: path, line: lineNumber, reason: "expected '<role> <token>'")
+            let isCertificate = fields.count == 3 && fields[1].elementsEqual("cert-cn".utf8)
+            guard fields.count == 2 || isCertificate else {
+                throw TokensFileError(path: path, line: lineNumber, reason: "expected '<role> <token>' or '<role> cert-cn <name>'")
             }
             guard let role = Role(name: Array(fields[0])), role != .none else {
                 throw TokensFileError(path: path, line: lineNumber,
                                       reason: "unknown role '\(String(decoding: fields[0], as: UTF8.self))' (read, write or admin)")
+            }
+            if isCertificate {
+                let name = String(decoding: fields[2], as: UTF8.self)
+                guard certificateRoles.updateValue(role, forKey: name) == nil else {
+                    throw TokensFileError(path: path, line: lineNumber, reason: "certificate name listed twice")
+                }
+                continue
             }
             let token = Array(fields[1])
             if entries.contains(where: { $0.token == token }) {
@@ -59,10 +71,10 @@ public struct TokenTable: Sendable {
             }
             entries.append(Entry(token: token, role: role))
         }
-        guard !entries.isEmpty else {
+        guard !entries.isEmpty || !certificateRoles.isEmpty else {
             throw TokensFileError(path: path, line: 0, reason: "the tokens file holds no tokens")
         }
-        return TokenTable(entries: entries)
+        return TokenTable(entries: entries, certificateRoles: certificateRoles)
     }
 
     /// The role of `token`, comparing every entry in time that does not depend on where bytes differ.
@@ -95,6 +107,11 @@ public final class TokenRegistry: Sendable {
 
     func role(of token: UnsafeRawBufferPointer) -> Role? {
         current.withLock { $0?.role(of: token) }
+    }
+
+    /// The role the tokens file gives a TLS client whose verified certificate has this common name.
+    func role(ofCertificateName name: String) -> Role? {
+        current.withLock { $0?.certificateRoles[name] }
     }
 }
 

@@ -5,12 +5,14 @@ import ProfileModel
 import ProfileProtocol
 import ProfileStore
 import ProfileSystem
+import ProfileTLS
 import RESPProtocol
 
 /// What other threads tell a worker, through its inbox and doorbell.
 enum WorkerMessage: @unchecked Sendable {
-    /// The acceptor hands over a new connection of a front; RESP's `CLIENT ID` is `sessionId`.
-    case accepted(fd: Int32, front: Front, sessionId: Int)
+    /// The acceptor hands over a new connection of a front, with its TLS session on a TLS
+    /// listener; RESP's `CLIENT ID` is `sessionId`.
+    case accepted(fd: Int32, front: Front, tls: TLSSession?, sessionId: Int)
     /// The writer answered these jobs (all of this worker's connections), in commit order.
     case answered([WriteJob])
     /// A fetcher read what these jobs asked for (all of this worker's connections).
@@ -186,7 +188,7 @@ final class Worker: @unchecked Sendable {
         inboxLock.unlock()
         for message in messages {
             switch message {
-            case .accepted(let fd, let front, let sessionId): adopt(fd, front, sessionId: sessionId)
+            case .accepted(let fd, let front, let tls, let sessionId): adopt(fd, front, tls: tls, sessionId: sessionId)
             case .answered(let answered): deliver(answered)
             case .fetched(let fetched): deliver(fetched)
             case .moved(let connection): attach(connection)
@@ -198,10 +200,61 @@ final class Worker: @unchecked Sendable {
         exitIfIdle()
     }
 
-    private func adopt(_ fd: Int32, _ front: Front, sessionId: Int) {
+    private func adopt(_ fd: Int32, _ front: Front, tls: TLSSession?, sessionId: Int) {
         let role: Role = context.tokens.isEnabled ? .none : .admin
         let limit = front == .resp ? respDecoder.limits.receiveBufferBytes : maxLine
-        attach(Connection(fd: fd, front: front, worker: self, role: role, inputLimit: limit, respSessionId: sessionId))
+        let connection = Connection(fd: fd, front: front, tls: tls, worker: self, role: role, inputLimit: limit,
+                                    respSessionId: sessionId)
+        guard connection.handshaking else { return attach(connection) }
+        // The timer belongs to this loop; a connection never moves before its handshake ends.
+        connection.handshakeTimer = event_new(base, -1, 0, connectionHandshakeTimedOut,
+                                              Unmanaged.passUnretained(connection).toOpaque())
+        var timeout = timeval(tv_sec: context.configuration.tlsHandshakeTimeoutSeconds, tv_usec: 0)
+        event_add(connection.handshakeTimer, &timeout)
+        attach(connection)
+        if connection.phase == .serving { continueHandshake(connection) }
+    }
+
+    /// Takes the TLS handshake as far as the socket lets it. Once it is done the connection
+    /// serves requests, with the role its verified certificate maps to in the tokens file,
+    /// if any; a failed handshake closes it with nothing served.
+    fileprivate func continueHandshake(_ connection: Connection) {
+        guard connection.phase == .serving, let tls = connection.tls else { return }
+        let step = tls.handshake()
+        switch step {
+        case .done:
+            connection.handshaking = false
+            connection.tlsWaitsForWritable = false
+            if let timer = connection.handshakeTimer { event_free(timer) }
+            connection.handshakeTimer = nil
+            context.statistics.tlsHandshakes.add(1, ordering: .relaxed)
+            if context.tokens.isEnabled, let name = tls.verifiedPeerCommonName,
+               let role = context.tokens.role(ofCertificateName: name) {
+                connection.role = role
+            }
+            // Requests that came with the handshake's last flight are read now.
+            event_active(connection.readEvent, Int32(EV_READ), 0)
+            account(connection)
+            updateInterest(connection)
+        case .wantRead:
+            connection.tlsWaitsForWritable = false
+            account(connection)
+            updateInterest(connection)
+        case .wantWrite:
+            connection.tlsWaitsForWritable = true
+            account(connection)
+            updateInterest(connection)
+        case .closed, .failed:
+            context.statistics.tlsHandshakeFailures.add(1, ordering: .relaxed)
+            if Log.level <= .debug, case .failed(let reason) = step { Log.debug("TLS handshake failed", ["reason": reason]) }
+            close(connection)
+        }
+    }
+
+    fileprivate func handshakeTimedOut(_ connection: Connection) {
+        guard connection.handshaking, connection.phase != .closed else { return }
+        context.statistics.tlsHandshakeTimeouts.add(1, ordering: .relaxed)
+        close(connection)
     }
 
     /// Registers a connection, new or handed over, with this loop.
@@ -349,7 +402,7 @@ final class Worker: @unchecked Sendable {
     /// lives in the connection. Not with writes in flight, whose answers come to this worker,
     /// nor half closed, which only a pass over it here would finish.
     private func movableConnections() -> [Connection] {
-        connections.values.filter { $0.phase == .serving && $0.jobsInFlight == 0 && !$0.peerClosed }
+        connections.values.filter { $0.phase == .serving && $0.jobsInFlight == 0 && !$0.peerClosed && !$0.handshaking }
     }
 
     /// Hands a connection between requests to another worker; keeps it if that one has stopped.
@@ -377,11 +430,12 @@ final class Worker: @unchecked Sendable {
 
     fileprivate func readable(_ connection: Connection) {
         guard connection.phase == .serving else { return }
+        if connection.handshaking { return continueHandshake(connection) }
         beginPass(at: monotonicNanos())
         if connection.pending.isEmpty && connection.unfinishedLookups == nil {
             guard !connection.peerClosed else { return finishPass(connection) }
             // Never more than the front's input limit: what is left unhandled must fit the connection.
-            let n = recv(connection.fd, readBuffer, min(readBufferBytes, connection.pending.limit), 0)
+            let n = receive(connection, readBuffer, min(readBufferBytes, connection.pending.limit))
             if n > 0 {
                 let used = handleInput(connection, readBuffer, n)
                 if used < n && connection.phase == .serving {
@@ -396,7 +450,7 @@ final class Worker: @unchecked Sendable {
             if !connection.peerClosed && connection.jobsInFlight == 0 && connection.unfinishedLookups == nil {
                 let room = connection.pending.room()
                 if room.count > 0 {
-                    let n = recv(connection.fd, room.baseAddress!, room.count, 0)
+                    let n = receive(connection, room.baseAddress!, room.count)
                     if n > 0 { connection.pending.received(n) } else { noteReadResult(connection, n) }
                 }
             }
@@ -404,6 +458,51 @@ final class Worker: @unchecked Sendable {
         }
         finishPass(connection)
     }
+
+    /// Reads from the socket, through TLS on a TLS connection, as `recv` reports it: bytes
+    /// read, 0 at the end of the stream, or -1 with errno set.
+    private func receive(_ connection: Connection, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        guard let tls = connection.tls else { return recv(connection.fd, buffer, count, 0) }
+        switch tls.read(into: buffer, count: count) {
+        case .done(let n): return n
+        case .closed: return 0
+        case .wantRead:
+            errno = EAGAIN
+        case .wantWrite:
+            connection.tlsWaitsForWritable = true
+            errno = EAGAIN
+        case .failed(let reason):
+            if Log.level <= .debug { Log.debug("TLS read failed", ["reason": reason]) }
+            errno = ECONNRESET
+        }
+        return -1
+    }
+
+    /// Sends queued replies until the socket takes no more; false when the connection failed.
+    private func sendQueued(_ connection: Connection) -> Bool {
+        guard let tls = connection.tls else {
+            return evbuffer_write(connection.output, connection.fd) >= 0 || errno == EAGAIN || errno == EINTR
+        }
+        while true {
+            let queued = connection.queuedOutput
+            guard queued > 0 else { return true }
+            // The queue only grows at its end, so a retry after wantWrite offers the same bytes
+            // first and at least as many of them, as OpenSSL requires.
+            let count = min(queued, Self.tlsWriteChunk)
+            guard let bytes = evbuffer_pullup(connection.output, count) else { return false }
+            switch tls.write(bytes, count: count) {
+            case .done(let n): evbuffer_drain(connection.output, n)
+            case .wantRead, .wantWrite: return true
+            case .closed: return false
+            case .failed(let reason):
+                if Log.level <= .debug { Log.debug("TLS write failed", ["reason": reason]) }
+                return false
+            }
+        }
+    }
+
+    /// What one TLS write offers: a full record's worth of plaintext.
+    static let tlsWriteChunk = 16 << 10
 
     private func noteReadResult(_ connection: Connection, _ n: Int) {
         if n == 0 {
@@ -415,9 +514,15 @@ final class Worker: @unchecked Sendable {
 
     fileprivate func writable(_ connection: Connection) {
         guard connection.phase != .closed else { return }
-        if evbuffer_write(connection.output, connection.fd) < 0 && errno != EAGAIN && errno != EINTR {
+        if connection.handshaking { return continueHandshake(connection) }
+        guard sendQueued(connection) else {
             close(connection)
             return
+        }
+        // A TLS read that needed to write first goes on now.
+        if connection.tlsWaitsForWritable {
+            connection.tlsWaitsForWritable = false
+            return readable(connection)
         }
         // Room again: take up the MGET and the input that backpressure left waiting.
         if connection.phase == .serving && (connection.unfinishedLookups != nil || !connection.pending.isEmpty) {
@@ -508,7 +613,7 @@ final class Worker: @unchecked Sendable {
     /// Sends the pass's replies: straight from scratch when nothing is queued before them.
     private func flush(_ connection: Connection) {
         var sent = 0
-        if out.count > 0 && connection.queuedOutput == 0 {
+        if out.count > 0 && connection.queuedOutput == 0 && connection.tls == nil {
             let n = send(connection.fd, out.base, out.count, Int32(MSG_NOSIGNAL))
             if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
                 out.count = 0
@@ -519,11 +624,7 @@ final class Worker: @unchecked Sendable {
         }
         if sent < out.count { evbuffer_add(connection.output, out.base + sent, out.count - sent) }
         out.count = 0
-        if sent == 0 && connection.queuedOutput > 0 {
-            if evbuffer_write(connection.output, connection.fd) < 0 && errno != EAGAIN && errno != EINTR {
-                close(connection)
-            }
-        }
+        if sent == 0 && connection.queuedOutput > 0 && !sendQueued(connection) { close(connection) }
     }
 
     /// Moves the replies built so far into the connection's queue to make room. Nothing leaves
@@ -536,20 +637,22 @@ final class Worker: @unchecked Sendable {
     /// Registers for exactly the events the connection can use now.
     private func updateInterest(_ connection: Connection) {
         let backlogged = connection.queuedOutput >= context.configuration.outputHighWater
-        let wantRead = connection.phase == .serving && !connection.peerClosed
+        let handshakeStep = connection.handshaking && connection.phase == .serving
+        let wantRead = handshakeStep ? !connection.tlsWaitsForWritable : connection.phase == .serving && !connection.peerClosed
             && connection.jobsInFlight == 0 && !backlogged
         if wantRead != connection.reading {
             if wantRead { event_add(connection.readEvent, nil) } else { event_del(connection.readEvent) }
             connection.reading = wantRead
         }
-        let wantWrite = connection.queuedOutput > 0
+        let wantWrite = connection.queuedOutput > 0 || connection.tlsWaitsForWritable
         if wantWrite != connection.writing {
             if wantWrite { event_add(connection.writeEvent, nil) } else { event_del(connection.writeEvent) }
             connection.writing = wantWrite
         }
         // Requests left by the per-wake-up budget or by waiting for writes: come back to them on
         // the next loop turn, after other connections had theirs.
-        if connection.phase == .serving && connection.jobsInFlight == 0 && !backlogged && connection.hasWorkWaiting {
+        if connection.phase == .serving && !connection.handshaking && connection.jobsInFlight == 0 && !backlogged
+            && connection.hasWorkWaiting {
             event_active(connection.readEvent, Int32(EV_READ), 0)
         }
     }
@@ -630,6 +733,11 @@ private func workerStopDeadline(_ fd: Int32, _ what: Int16, _ context: UnsafeMut
 private func connectionReadable(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
     connection.worker.readable(connection)
+}
+
+private func connectionHandshakeTimedOut(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+    connection.worker.handshakeTimedOut(connection)
 }
 
 private func connectionWritable(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {

@@ -2,6 +2,7 @@ import CommandLineFlags
 import Glibc
 import ProfileServer
 import ProfileStore
+import ProfileTLS
 
 let version = "profiled \(profiledVersion)"
 
@@ -9,10 +10,25 @@ let usage = """
 usage: profiled [options]
   --config FILE            read options from FILE ('key = value' lines; flags given here win)
   --host HOST              TCP address to listen on (default 127.0.0.1)
-  --port PORT              TCP port (default 7711; 0 picks a free one)
+  --port PORT|off          TCP port (default 7711; 0 picks a free one; off: no plain
+                           line-protocol listener)
   --unix PATH              also listen on a Unix domain socket
-  --resp-port PORT         also speak RESP (Redis clients) on this TCP port of --host
+  --resp-port PORT|off     also speak RESP (Redis clients) on this TCP port of --host
                            (default off; 0 picks a free one)
+  --tls-port PORT|off      also speak the line protocol over TLS on this port (default off)
+  --resp-tls-port PORT|off also speak RESP over TLS on this port (default off)
+  --tls-cert-file FILE     the TLS listeners' certificate chain (PEM)
+  --tls-key-file FILE      its private key (PEM)
+  --tls-ca-cert-file FILE  the CA that client certificates must chain to (PEM)
+  --tls-auth-clients yes|no|optional
+                           require a client certificate, ask for none, or check one if
+                           sent (default yes when a CA is given, else no)
+  --tls-protocols LIST     TLS versions accepted: "TLSv1.2 TLSv1.3" (the default), or one
+  --tls-ciphersuites LIST  TLS 1.3 cipher suites, OpenSSL's names joined by ':'
+  --tls-ciphers LIST       TLS 1.2 ciphers, an OpenSSL cipher list
+  --tls-handshake-timeout SECONDS
+                           close a TLS client that has not finished its handshake by then
+                           (1 to 300, default 10)
   --resp-key-prefix P      RESP keys are P followed by the userId (default: the userId alone)
   --db PATH                store file (default $CACHE_DIRECTORY/profiles.sqlite3, else
                            $XDG_CACHE_HOME/profiled/profiles.sqlite3, else ~/.cache/profiled/profiles.sqlite3)
@@ -62,10 +78,21 @@ struct Settings {
     var configuration = ServerConfiguration()
     var store = StoreOptions()
     var logLevel = LogLevel.info
+    var tlsCertificateFile: String? = nil
+    var tlsKeyFile: String? = nil
+    var tlsCAFile: String? = nil
+    var tlsClientAuthentication: TLSClientAuthentication? = nil
+    var tlsProtocols = TLSProtocols.standard
+    var tlsCiphersuites: String? = nil
+    var tlsCiphers: String? = nil
+    /// Which TLS options were given, for the check that a TLS listener uses them.
+    var tlsOptionsGiven: [String] = []
 
     /// Options that take no value on the command line; in a config file they take true/false.
     static let switches: Set<String> = ["allow-insecure-bind"]
-    static let names: [String] = ["host", "port", "unix", "resp-port", "resp-key-prefix", "db", "postgres", "lease-ms", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
+    static let names: [String] = ["host", "port", "unix", "resp-port", "tls-port", "resp-tls-port", "tls-cert-file", "tls-key-file",
+                                  "tls-ca-cert-file", "tls-auth-clients", "tls-protocols", "tls-ciphersuites", "tls-ciphers",
+                                  "tls-handshake-timeout", "resp-key-prefix", "db", "postgres", "lease-ms", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
                                   "max-line", "max-client-memory", "sync", "allow-insecure-bind", "metrics", "log-level"]
 
     /// Applies one option; `name` is without the leading dashes.
@@ -77,11 +104,36 @@ struct Settings {
             guard !value.isEmpty else { throw UsageError(message: "\(name) needs \(what)") }
             return value
         }
+        // "off", not 0, turns a listener off: 0 already means "pick a free port".
+        func portOrOff() throws(UsageError) -> UInt16? {
+            value == "off" ? nil : UInt16(try FlagValue.wholeNumber(value, in: 0...65535, for: name, error: { _ in
+                UsageError(message: "\(name) takes a port from 0 to 65535 or 'off', not '\(value)'")
+            }))
+        }
+        if name.hasPrefix("tls-") { tlsOptionsGiven.append(name) }
         switch name {
         case "host": configuration.host = try nonEmpty("an address")
-        case "port": configuration.port = UInt16(try number(0...65535))
+        case "port": configuration.port = try portOrOff()
         case "unix": configuration.unixPath = try nonEmpty("a path")
-        case "resp-port": configuration.respPort = UInt16(try number(0...65535))
+        case "resp-port": configuration.respPort = try portOrOff()
+        case "tls-port": configuration.tlsPort = try portOrOff()
+        case "resp-tls-port": configuration.respTLSPort = try portOrOff()
+        case "tls-cert-file": tlsCertificateFile = try nonEmpty("a path")
+        case "tls-key-file": tlsKeyFile = try nonEmpty("a path")
+        case "tls-ca-cert-file": tlsCAFile = try nonEmpty("a path")
+        case "tls-auth-clients":
+            guard let mode = TLSClientAuthentication(rawValue: value) else {
+                throw UsageError(message: "tls-auth-clients takes yes, no or optional, not '\(value)'")
+            }
+            tlsClientAuthentication = mode
+        case "tls-protocols":
+            guard let protocols = TLSProtocols(parsing: value) else {
+                throw UsageError(message: "tls-protocols takes TLSv1.2, TLSv1.3 or both, not '\(value)'")
+            }
+            tlsProtocols = protocols
+        case "tls-ciphersuites": tlsCiphersuites = try nonEmpty("a list of cipher suites")
+        case "tls-ciphers": tlsCiphers = try nonEmpty("a cipher list")
+        case "tls-handshake-timeout": configuration.tlsHandshakeTimeoutSeconds = try number(1...300)
         case "resp-key-prefix":
             let prefix = Array(try nonEmpty("a prefix").utf8)
             guard prefix.count <= 64, prefix.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else {
@@ -216,9 +268,44 @@ func parseArguments(_ arguments: [String]) throws(UsageError) -> Parsed {
         }
         return .initSchema(conninfo: conninfo)
     }
+    try settings.assembleTLS()
+    let c = settings.configuration
+    if c.port == nil && c.respPort == nil && c.tlsPort == nil && c.respTLSPort == nil && c.unixPath == nil {
+        throw UsageError(message: "every listener is off: give a --port, --resp-port, --tls-port, --resp-tls-port or --unix")
+    }
     // Protected mode refuses a combination of flags, so it is a usage error like any other.
     if let problem = settings.configuration.insecureBindProblem { throw UsageError(message: problem) }
     return .run(settings.configuration, settings.store, settings.logLevel)
+}
+
+extension Settings {
+    /// Makes the TLS listeners' settings from the TLS options, or refuses a combination that
+    /// cannot serve: a TLS port without a certificate and key, TLS options without a TLS port,
+    /// client certificates required or checked without the CA they chain to.
+    mutating func assembleTLS() throws(UsageError) {
+        let listening = configuration.tlsPort != nil || configuration.respTLSPort != nil
+        let settingsGiven = tlsOptionsGiven.filter { $0 != "tls-port" }
+        guard listening else {
+            if let first = settingsGiven.first {
+                throw UsageError(message: "--\(first) configures TLS listeners, and none is on: give --tls-port or --resp-tls-port")
+            }
+            return
+        }
+        guard let certificate = tlsCertificateFile, let key = tlsKeyFile else {
+            throw UsageError(message: "a TLS listener needs --tls-cert-file and --tls-key-file")
+        }
+        var tls = TLSServerSettings(certificateFile: certificate, keyFile: key)
+        tls.caCertificateFile = tlsCAFile
+        // As Redis: with a CA, client certificates are required unless told otherwise.
+        tls.clientAuthentication = tlsClientAuthentication ?? (tlsCAFile == nil ? .no : .yes)
+        if tls.clientAuthentication != .no && tlsCAFile == nil {
+            throw UsageError(message: "--tls-auth-clients \(tls.clientAuthentication.rawValue) checks client certificates against a CA: give --tls-ca-cert-file")
+        }
+        tls.protocols = tlsProtocols
+        tls.ciphersuites = tlsCiphersuites
+        tls.ciphers = tlsCiphers
+        configuration.tls = tls
+    }
 }
 
 extension StringProtocol {

@@ -44,7 +44,10 @@ import Testing
                      ["scan", "--limit", "1001"], ["update", "1"], ["count", "--port", "http"],
                      ["import", "x.csv", "--db", "--strict"], ["get", "--host", "--json", "1"],
                      ["ping", "--unix", "/run/p.sock", "--port", "7711"], ["import", "a.csv", "--db", "s.db", "--token", "t"],
-                     ["export", "--host", "h", "--db", "s.db"]] {
+                     ["export", "--host", "h", "--db", "s.db"], ["get", "1", "--cacert", "ca.crt"], ["ping", "--insecure"],
+                     ["ping", "--tls", "--unix", "/run/p.sock"], ["ping", "--tls", "--cert", "c.crt"],
+                     ["ping", "--tls", "--key", "c.key"], ["export", "--db", "s.db", "--tls"], ["ping", "--tls=yes"],
+                     ["ping", "--tls", "--sni"]] {
             let run = try profilectl(args)
             #expect(run.status == 64, "\(args)")
             #expect(run.stderr.split(separator: "\n").count == 1, "\(args): \(run.stderr)")
@@ -60,11 +63,19 @@ import Testing
                         "stats", "ping", "flushall"] {
             let run = try profilectl([command, "--unix", "/run/p.sock", "--port", "7711"])
             #expect(run.status == 64, "\(command)")
-            #expect(run.stderr.hasSuffix(" [--host HOST] [--port PORT | --unix PATH] [--token TOKEN]\n"), "\(command): \(run.stderr)")
+            #expect(run.stderr.hasSuffix(" [--host HOST] [--port PORT | --unix PATH] [--token TOKEN] "
+                                         + "[--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME] [--insecure]]\n"),
+                    "\(command): \(run.stderr)")
         }
         #expect(try profilectl(["get", "42", "--unix", "/run/p.sock", "--port", "7711"]).stderr
                 == "profilectl: --unix connects to a socket, so --port has no use with it; usage: profilectl get ID... [--json] "
-                + "[--host HOST] [--port PORT | --unix PATH] [--token TOKEN]\n")
+                + "[--host HOST] [--port PORT | --unix PATH] [--token TOKEN] "
+                + "[--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME] [--insecure]]\n")
+        #expect(try profilectl(["ping", "--cacert", "ca.crt"]).stderr.hasPrefix("profilectl: --cacert sets up TLS: add --tls;"))
+        #expect(try profilectl(["ping", "--tls", "--unix", "/run/p.sock"]).stderr
+            .hasPrefix("profilectl: --tls connects over TCP, so --unix has no use with it;"))
+        #expect(try profilectl(["ping", "--tls", "--cert", "c.crt"]).stderr
+            .hasPrefix("profilectl: a client certificate needs both --cert and --key;"))
         // A file that is not there is named as such, whatever its extension.
         let missing = try profilectl(["import", "no-such-file.txt"])
         #expect(missing.status == 2)

@@ -1,6 +1,7 @@
 import ProfileTestSupport
 import Testing
 @testable import ProfileBench
+import ProfileClient
 
 @Suite("Command line")
 struct BenchOptionsTests {
@@ -31,6 +32,11 @@ struct BenchOptionsTests {
         #expect(o.valueSize == 64 && o.seed == 9 && o.json)
         #expect(try options(["--dist", "zipf"]).distribution == .zipf(exponent: 0.99))
         #expect(try options(["--unix", "/run/p.sock"]).endpointDescription == "profiled://unix:/run/p.sock")
+        let tls = try options(["--tls", "--cacert", "ca.crt", "--cert", "c.crt", "--key", "c.key", "--sni", "db", "--insecure"]).tls
+        #expect(tls == TLSClientOptions(caCertificateFile: "ca.crt", certificateFile: "c.crt", keyFile: "c.key", serverName: "db",
+                                        verifyPeer: false))
+        #expect(try options(["--tls"]).tls == TLSClientOptions())
+        #expect(try options([]).tls == nil)
     }
 
     @Test func targetsNameProtocolAndAddress() throws {
@@ -79,6 +85,13 @@ struct BenchOptionsTests {
         (["--target", "redis://h:1", "--host", "h"], "--target redis://h:1 names the address, so --host has no use with it"),
         (["--unix=/run/p.sock", "--target", "profiled://h:1"],
          "--target profiled://h:1 names the address, so --unix has no use with it"),
+        (["--cacert", "ca.crt"], "--cacert sets up TLS: add --tls"),
+        (["--insecure"], "--insecure sets up TLS: add --tls"),
+        (["--tls=yes"], "--tls takes no value"),
+        (["--tls", "--unix", "/run/p.sock"], "--unix connects to a socket, so --tls has no use with it"),
+        (["--tls", "--cert", "c.crt"], "a client certificate needs both --cert and --key"),
+        (["--tls", "--key", "c.key"], "a client certificate needs both --cert and --key"),
+        (["--tls", "--target", "memcached"], "--tls: only profiled, redis and resp targets are measured over TLS"),
     ])
     func badCommandLinesSayWhatIsWrong(arguments: [String], message: String) {
         #expect(throws: UsageError(message)) { try BenchOptions.parse(arguments) }

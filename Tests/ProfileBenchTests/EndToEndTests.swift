@@ -2,6 +2,7 @@ import ProfileTestSupport
 import Glibc
 import Testing
 @testable import ProfileBench
+import ProfileClient
 
 @Suite("Against a server", .serialized)
 struct EndToEndTests {
@@ -73,6 +74,35 @@ struct EndToEndTests {
         } catch {
             #expect(error.message.hasPrefix("profiled://127.0.0.1:\(server.port) refused AUTH: \"ERROR DENIED"), "\(error.message)")
         }
+    }
+
+    /// Over TLS, with a client certificate the server requires, on both fronts; a CA that
+    /// does not match the server's certificate stops the run before any load.
+    @Test func aRunOverTLSOnBothFronts() throws {
+        let certificates = try TestCertificates.shared()
+        let server = try TestServer(["--threads", "1", "--tls-port", "0", "--resp-tls-port", "0",
+                                     "--tls-cert-file", certificates.serverCertificate, "--tls-key-file", certificates.serverKey,
+                                     "--tls-ca-cert-file", certificates.caCertificate])
+        defer { server.stop() }
+        var options = BenchOptions()
+        options.port = server.tlsPort
+        options.connections = 2
+        options.pipeline = 16
+        options.requests = 2000
+        options.preload = true
+        options.keys = 500
+        options.mix = OperationMix([(.get, 80), (.set, 10), (.mget, 10)])
+        options.tls = TLSClientOptions(caCertificateFile: certificates.caCertificate, certificateFile: certificates.clientCertificate,
+                                       keyFile: certificates.clientKey)
+        let line = try LoadTest.run(options)
+        #expect(line.succeeded && line.total.requests == 2000 && line.total.hits > 0, "\(line)")
+        options.target = .resp
+        options.port = server.respTLSPort
+        options.mix = OperationMix([(.get, 90), (.set, 10)])
+        let resp = try LoadTest.run(options)
+        #expect(resp.succeeded && resp.total.requests == 2000, "\(resp)")
+        options.tls?.caCertificateFile = certificates.otherCACertificate
+        #expect(throws: BenchFailure.self) { try LoadTest.run(options) }
     }
 
     @Test func aRefusedConnectionIsReported() throws {

@@ -11,7 +11,17 @@ import Testing
                      ["--tokens", "--allow-insecure-bind"], ["--init-schema"], ["--init-schema=yes"],
                      ["--max-client-memory", "12x"], ["--max-client-memory", "1000"], ["--max-client-memory", "-1mb"],
                      ["--max-client-memory", "2048gb"],
-                     ["--db", "p.sqlite3", "--init-schema"]] {
+                     ["--db", "p.sqlite3", "--init-schema"], ["--port", "of"], ["--port", "off"],
+                     ["--tls-port", "0"], ["--tls-port", "x"], ["--resp-tls-port", "0", "--tls-cert-file", "c.pem"],
+                     ["--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"], ["--tls-auth-clients", "yes"],
+                     ["--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "maybe"],
+                     ["--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "optional"],
+                     ["--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-protocols", "TLSv1.1"],
+                     ["--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-protocols", ""],
+                     ["--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-handshake-timeout", "0"],
+                     ["--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-ciphersuites", ""],
+                     ["--host", "0.0.0.0", "--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k",
+                      "--tls-ca-cert-file", "ca", "--tls-auth-clients", "yes"]] {
             let (status, output) = try runToCompletion(executable("profiled"), args)
             #expect(status == 64, "\(args)")
             #expect(output.split(separator: "\n").count == 1, "\(args): \(output)")

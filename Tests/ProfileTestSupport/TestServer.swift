@@ -32,6 +32,14 @@ public final class TestServer {
         if !args.contains("--db") && !args.contains("--postgres") && environment.isEmpty {
             args += ProfileTestSupport.testStoreIsPostgres ? ["--postgres", try makeTestDatabase()] : ["--db", databasePath]
         }
+        // Over TLS, the line protocol's (and RESP's) TLS listeners come beside the plain ones,
+        // and `connect` uses TLS: so the protocol's tests run over both transports.
+        if testTransportIsTLS && !args.contains(where: { $0.hasPrefix("--tls-") || $0.hasPrefix("--resp-tls-") }) {
+            let certificates = try TestCertificates.shared()
+            args += ["--tls-port", "0", "--tls-cert-file", certificates.serverCertificate,
+                     "--tls-key-file", certificates.serverKey]
+            if args.contains(where: { $0.hasPrefix("--resp-port") }) { args += ["--resp-tls-port", "0"] }
+        }
         self.arguments = args
         try start(environment: environment)
     }
@@ -43,9 +51,52 @@ public final class TestServer {
             ? try spawn(executable("profiled"), args: arguments, stderrPath: logPath, environment: environment)
             : try spawn(launcher[0], args: Array(launcher.dropFirst()) + [executable("profiled")] + arguments,
                         stderrPath: logPath, environment: environment)
-        let ports = try waitForListening(after: logSoFar, resp: arguments.contains { $0.hasPrefix("--resp-port") })
-        port = ports.line
-        respPort = ports.resp
+        let ports = try waitForListening(after: logSoFar)
+        port = ports[.line] ?? 0
+        respPort = ports[.resp] ?? 0
+        tlsPort = ports[.lineTLS] ?? 0
+        respTLSPort = ports[.respTLS] ?? 0
+    }
+
+    /// The TLS listeners' ports, when started with `--tls-port` or `--resp-tls-port`; else 0.
+    public private(set) var tlsPort: UInt16 = 0
+    public private(set) var respTLSPort: UInt16 = 0
+
+    /// A listener as the log names it.
+    enum Listener: Hashable {
+        case line, resp, lineTLS, respTLS
+
+        /// The listener a `listening` log line is about.
+        init(logLine text: Substring) {
+            switch (text.contains("proto=resp"), text.contains("tls=yes")) {
+            case (false, false): self = .line
+            case (true, false): self = .resp
+            case (false, true): self = .lineTLS
+            case (true, true): self = .respTLS
+            }
+        }
+
+        var flag: String {
+            switch self {
+            case .line: "--port"
+            case .resp: "--resp-port"
+            case .lineTLS: "--tls-port"
+            case .respTLS: "--resp-tls-port"
+            }
+        }
+    }
+
+    /// The listeners the arguments turn on: the line protocol's unless `--port off`, and each
+    /// other one whose port is given and not `off`.
+    private var expectedListeners: Set<Listener> {
+        var expected: Set<Listener> = []
+        for listener in [Listener.line, .resp, .lineTLS, .respTLS] {
+            let value = arguments.firstIndex(of: listener.flag).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+                ?? arguments.first { $0.hasPrefix(listener.flag + "=") }.map { String($0.dropFirst(listener.flag.count + 1)) }
+            if value == "off" { continue }
+            if value != nil || listener == .line { expected.insert(listener) }
+        }
+        return expected
     }
 
     /// Whether this node's store is a PostgreSQL database.
@@ -56,15 +107,17 @@ public final class TestServer {
 
     /// Waits for this run's `listening` lines (the log also holds earlier runs' lines): the line
     /// protocol's TCP port, and RESP's when asked for.
-    private func waitForListening(after offset: Int, resp: Bool) throws -> (line: UInt16, resp: UInt16) {
+    private func waitForListening(after offset: Int) throws -> [Listener: UInt16] {
+        let expected = expectedListeners
         for _ in 0..<2000 {
             let log = String(decoding: readText(logPath).utf8.dropFirst(offset), as: UTF8.self)
-            var line: UInt16? = nil, respPort: UInt16? = nil
+            var ports: [Listener: UInt16] = [:]
             for text in log.split(separator: "\n") where text.contains("msg=listening") && !text.contains("addr=unix:") {
                 let port = UInt16(String(text.reversed().prefix { $0.isNumber }.reversed()))
-                if text.contains("proto=resp") { respPort = respPort ?? port } else { line = line ?? port }
+                let listener = Listener(logLine: text)
+                if ports[listener] == nil { ports[listener] = port }
             }
-            if let line, !resp || respPort != nil { return (line, respPort ?? 0) }
+            if expected.isSubset(of: Set(ports.keys)) { return ports }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
                 pid = 0
@@ -75,7 +128,13 @@ public final class TestServer {
         throw TestFailure("profiled did not start listening: \(readText(logPath))")
     }
 
-    public func connect() throws -> ProfileConnection { try ProfileConnection(endpoint, timeoutSeconds: 20) }
+    /// A client connection: over TLS to the TLS listener when the tests run over TLS and the
+    /// server has one (`PROFILED_TEST_TLS`), else in clear.
+    public func connect() throws -> ProfileConnection {
+        guard testTransportIsTLS && tlsPort != 0 else { return try ProfileConnection(endpoint, timeoutSeconds: 20) }
+        return try ProfileConnection(.tcp(host: "127.0.0.1", port: tlsPort), timeoutSeconds: 20,
+                                     tls: TLSClientOptions(caCertificateFile: try TestCertificates.shared().caCertificate))
+    }
 
     /// Sends a signal and waits for the exit; returns the wait status.
     @discardableResult
@@ -241,6 +300,12 @@ public func runToCompletion(_ path: String, _ args: [String], environment: [Stri
 }
 
 /// Whether `PROFILED_TEST_STORE` asks for nodes over PostgreSQL.
+/// Whether the protocol's tests run over TLS (`PROFILED_TEST_TLS=1`): `TestServer` then adds
+/// TLS listeners and connects to them.
+public var testTransportIsTLS: Bool {
+    getenv("PROFILED_TEST_TLS").map { String(cString: $0) == "1" } ?? false
+}
+
 public var testStoreIsPostgres: Bool {
     getenv("PROFILED_TEST_STORE").map { String(cString: $0) } == "postgres"
 }
