@@ -24,12 +24,20 @@ import Testing
                 arguments += ["--tokens", directory + "/tokens"]
             }
             server = try TestServer(arguments)
-            port = server.respPort
+            port = server.respFrontPort
         }
 
         /// redis-cli with `arguments`, pointed at the RESP front.
         func cli(_ arguments: [String], stdinPath: String = "/dev/null") throws -> CommandOutput {
-            try redisCli(port, arguments, stdinPath: stdinPath)
+            try redisCli(port, tlsArguments(cli: true) + arguments, stdinPath: stdinPath)
+        }
+
+        /// What a client needs to reach `port` over TLS when the tests run over TLS: redis-cli's
+        /// and redis-benchmark's flags, or the scripts' `--tls-ca`.
+        func tlsArguments(cli: Bool) throws -> [String] {
+            guard testTransportIsTLS else { return [] }
+            let ca = try TestCertificates.shared().caCertificate
+            return cli ? ["--tls", "--cacert", ca] : ["--tls-ca", ca]
         }
     }
 
@@ -39,7 +47,7 @@ import Testing
 
     @Test func redisPyWithTokensThroughBothParsersInBothProtocols() throws {
         let front = try Front(tokens: true)
-        let run = try runCommand(["python3", Self.redisPy, "--port", "\(front.port)", "--key-prefix", "user:",
+        let run = try runCommand(["python3", Self.redisPy, "--port", "\(front.port)", "--key-prefix", "user:"] + front.tlsArguments(cli: false) + [
                                   "--user", "app", "--token", "w-resp-token",
                                   "--read-user", "reader", "--read-token", "r-resp-token"], timeoutSeconds: 120)
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(front.server.log)")
@@ -47,7 +55,8 @@ import Testing
 
     @Test func redisPyWithoutTokensThroughBothParsersInBothProtocols() throws {
         let front = try Front(tokens: false)
-        let run = try runCommand(["python3", Self.redisPy, "--port", "\(front.port)", "--key-prefix", "user:"], timeoutSeconds: 120)
+        let run = try runCommand(["python3", Self.redisPy, "--port", "\(front.port)", "--key-prefix", "user:"]
+                                 + front.tlsArguments(cli: false), timeoutSeconds: 120)
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(front.server.log)")
     }
 
@@ -72,7 +81,8 @@ import Testing
     /// a double; its scanIterator walks 300 keys, 10 at a time, and must see each once.
     @Test func nodeRedisScanIteratorSeesEveryKeyOnce() throws {
         let front = try Front(tokens: false)
-        let run = try runCommand(["NODE_PATH=/usr/share/nodejs", "node", Self.nodeRedisScan, "\(front.port)"], timeoutSeconds: 60)
+        let run = try runCommand(["NODE_PATH=/usr/share/nodejs", "node", Self.nodeRedisScan, "\(front.port)", "300"]
+                                 + front.tlsArguments(cli: false).dropFirst(), timeoutSeconds: 60)
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(front.server.log)")
     }
 
@@ -204,6 +214,7 @@ import Testing
     @Test func redisBenchmarkHSETThenHGETALLAndHMGETPipelined() throws {
         let front = try Front(tokens: false)
         let common = ["redis-benchmark", "-h", "127.0.0.1", "-p", "\(front.port)", "-n", "2000", "-c", "4", "-P", "16", "-r", "1000", "-q"]
+            + (try front.tlsArguments(cli: true))
         for command in [["HSET", "user:__rand_int__", "name", "x", "portraitUri", "y"],
                         ["HGETALL", "user:__rand_int__"],
                         ["HMGET", "user:__rand_int__", "name", "portraitUri"],

@@ -8,16 +8,18 @@ import Testing
 @Suite struct RESPDifferentialTests {
     static let script = repositoryPath("Tests/RESPClients/resp_differential.py")
 
-    static func differential(reference: UInt16, subject: UInt16, token: String? = nil) throws -> CommandOutput {
+    /// `subjectTLS`: reach the subject over TLS (a profiled's `--resp-tls-port`).
+    static func differential(reference: UInt16, subject: UInt16, subjectTLS: Bool = false, token: String? = nil) throws -> CommandOutput {
         var arguments = ["python3", script, "--reference", "127.0.0.1:\(reference)", "--subject", "127.0.0.1:\(subject)"]
         if let token { arguments += ["--token", token] }
+        if subjectTLS { arguments += ["--subject-tls-ca", try TestCertificates.shared().caCertificate] }
         return try runCommand(arguments, timeoutSeconds: 120)
     }
 
     @Test func sameRepliesAsRedis() throws {
         let redis = try RedisServer()
         let server = try TestServer(["--resp-port", "0"])
-        let run = try Self.differential(reference: redis.port, subject: server.respPort)
+        let run = try Self.differential(reference: redis.port, subject: server.respFrontPort, subjectTLS: testTransportIsTLS)
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(server.log)")
     }
 
@@ -29,7 +31,8 @@ import Testing
         defer { removeDirectory(directory) }
         writeText(directory + "/tokens", "admin admin-token\n")
         let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"])
-        let run = try Self.differential(reference: redis.port, subject: server.respPort, token: "admin-token")
+        let run = try Self.differential(reference: redis.port, subject: server.respFrontPort, subjectTLS: testTransportIsTLS,
+                                         token: "admin-token")
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(server.log)")
     }
 

@@ -1,4 +1,6 @@
 import Glibc
+import ProfileClient
+import ProfileTLS
 import ProfileTestSupport
 
 /// A bare RESP client for the tests: sends bytes as given and reads whole replies back as
@@ -7,25 +9,46 @@ import ProfileTestSupport
 /// Threading: one thread at a time.
 final class RESPTestClient {
     private let fd: Int32
+    /// The TLS session every byte passes through; nil in clear.
+    private let tls: TLSSession?
     private var buffer: [UInt8] = []
 
     convenience init(port: UInt16) throws {
         self.init(fd: try rawLoopbackConnection(port: port))
     }
 
-    /// Takes over a connected socket.
-    init(fd: Int32) {
+    /// Over TLS to a TLS listener, checking its certificate against the tests' CA.
+    convenience init(tlsPort port: UInt16) throws {
+        let fd = try rawLoopbackConnection(port: port)
+        do {
+            let context = try TLSClientOptions(caCertificateFile: try TestCertificates.shared().caCertificate).makeContext()
+            self.init(fd: fd, tls: try startTLS(on: fd, to: .tcp(host: "127.0.0.1", port: port), context: context, serverName: nil))
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    /// Takes over a connected socket, and its TLS session when there is one.
+    init(fd: Int32, tls: TLSSession? = nil) {
         self.fd = fd
+        self.tls = tls
         var timeout = timeval(tv_sec: 20, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(fd) }
+    deinit {
+        tls?.shutdown()
+        close(fd)
+    }
 
     func send(_ bytes: [UInt8]) {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = bytes[sent...].withUnsafeBytes { raw in
+                guard let tls else { return Glibc.send(fd, raw.baseAddress!, raw.count, Int32(MSG_NOSIGNAL)) }
+                return tls.send(raw.baseAddress!, count: raw.count)
+            }
             guard n > 0 else { return }
             sent += n
         }
@@ -68,7 +91,10 @@ final class RESPTestClient {
 
     private func receive() throws -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+        let n = chunk.withUnsafeMutableBytes { raw in
+            guard let tls else { return recv(fd, raw.baseAddress!, raw.count, 0) }
+            return tls.receive(into: raw.baseAddress!, count: raw.count)
+        }
         if n < 0 { throw TestFailure("no reply: \(String(cString: strerror(errno)))") }
         buffer += chunk[..<n]
         return n > 0
@@ -101,6 +127,13 @@ final class RESPTestClient {
 }
 
 extension TestServer {
-    /// A RESP connection to a server started with `--resp-port`.
-    func connectRESP() throws -> RESPTestClient { try RESPTestClient(port: respPort) }
+    /// A RESP connection to a server started with `--resp-port`: over TLS to its RESP TLS
+    /// listener when the tests run over TLS (`PROFILED_TEST_TLS`).
+    func connectRESP() throws -> RESPTestClient {
+        testTransportIsTLS ? try RESPTestClient(tlsPort: respTLSPort) : try RESPTestClient(port: respPort)
+    }
+
+    /// The port RESP clients of the tests use: the RESP TLS listener's when the tests run
+    /// over TLS, else the plain one's.
+    var respFrontPort: UInt16 { testTransportIsTLS ? respTLSPort : respPort }
 }

@@ -12,6 +12,7 @@ The checks are generic Redis behaviour: they pass against a redis-server too (wi
 
 Usage: redis_py_client.py --host HOST --port PORT [--key-prefix P] [--token T [--user U]]
                           [--read-token R [--read-user U]]
+                          [--tls-ca CA [--tls-cert CERT --tls-key KEY]]
 Exits 0 when every check passed; 1 when some failed, each printed as
 `FAIL <parser> <protocol>: <check>: <what happened>`; 2 when redis-py or hiredis is missing.
 """
@@ -82,10 +83,14 @@ class Run:
     def client(self, username=None, password=None):
         """A client of its own pool, so each variant's connections use its parser; no
         retries, so an error reaches the check at once."""
+        tls = {}
+        if self.options.tls_ca:
+            tls = dict(connection_class=redis.SSLConnection, ssl_ca_certs=self.options.tls_ca,
+                       ssl_certfile=self.options.tls_cert, ssl_keyfile=self.options.tls_key)
         pool = redis.ConnectionPool(
             host=self.options.host, port=self.options.port, protocol=self.protocol,
             parser_class=self.parser_class, decode_responses=True, socket_timeout=REPLY_TIMEOUT_SECONDS,
-            username=username, password=password)
+            username=username, password=password, **tls)
         return redis.Redis(connection_pool=pool)
 
     def check(self, name, body):
@@ -279,6 +284,9 @@ def main():
     parser.add_argument("--user", help="the user name sent with --token")
     parser.add_argument("--read-token", help="a token of the read role, for the NoPermissionError check")
     parser.add_argument("--read-user", help="the user name sent with --read-token")
+    parser.add_argument("--tls-ca", help="connect over TLS, checking the server's certificate against this CA")
+    parser.add_argument("--tls-cert", help="with --tls-ca: the client certificate to send")
+    parser.add_argument("--tls-key", help="with --tls-ca: the client certificate's key")
     options = parser.parse_args()
     if options.read_token is not None and options.token is None:
         parser.error("--read-token needs --token")

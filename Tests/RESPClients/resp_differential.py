@@ -26,6 +26,7 @@ scenario, step, request and both replies), 2 when the arguments are wrong.
 import argparse
 import random
 import socket
+import ssl
 import sys
 import time
 
@@ -77,9 +78,11 @@ class NotRESP(Exception):
 class Connection:
     """One TCP connection and the bytes received on it and not yet taken as replies."""
 
-    def __init__(self, address):
+    def __init__(self, address, tls_ca=None):
         self.sock = socket.create_connection(address, timeout=READ_TIMEOUT_SECONDS)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls_ca is not None:
+            self.sock = ssl.create_default_context(cafile=tls_ca).wrap_socket(self.sock, server_hostname=address[0])
         self.buffer = bytearray()
         self.broken = None
 
@@ -103,7 +106,7 @@ class Connection:
             data = self.sock.recv(65536)
         except socket.timeout:
             raise NoReply()
-        except ConnectionResetError:
+        except (ConnectionResetError, ssl.SSLError):
             raise Closed()
         if not data:
             raise Closed()
@@ -198,8 +201,9 @@ class ScanOutcome:
 class Side:
     """One server's run of a scenario: its connections and, step by step, what it answered."""
 
-    def __init__(self, address, token):
+    def __init__(self, address, token, tls_ca=None):
         self.address = address
+        self.tls_ca = tls_ca
         self.token = token
         self.steps = []
         self.connections = []
@@ -211,7 +215,7 @@ class Side:
 
     def connection(self):
         """A new connection, authenticated first when there is a token."""
-        connection = Connection(self.address)
+        connection = Connection(self.address, self.tls_ca)
         self.connections.append(connection)
         if self.token is not None:
             self.call(connection, "AUTH", self.token)
@@ -678,7 +682,7 @@ def select_config_client_flush_quit(s):
 
 @scenario
 def authentication(s):
-    c = Connection(s.address)
+    c = Connection(s.address, s.tls_ca)
     s.connections.append(c)
     s.call(c, "HGET", "a", "name")
     s.call(c, "MULTI")
@@ -695,17 +699,17 @@ def authentication(s):
     s.call(c, "HGET", "a", "name")
     for request, label in [(encode("HMGET", "a", *(["name"] * 9)), "11 arguments before AUTH"),
                            (encode("ECHO", "e" * 16385), "a bulk of 16,385 bytes before AUTH")]:
-        unauthenticated = Connection(s.address)
+        unauthenticated = Connection(s.address, s.tls_ca)
         s.connections.append(unauthenticated)
         s.refused(unauthenticated, request, label=label)
-    third = Connection(s.address)
+    third = Connection(s.address, s.tls_ca)
     s.connections.append(third)
     s.hello(third, "3", "AUTH", "default", s.token)
     s.call(third, "HGET", "a", "name")
 
 
-def run_scenario(function, address, token):
-    side = Side(address, token)
+def run_scenario(function, address, token, tls_ca=None):
+    side = Side(address, token, tls_ca)
     reset = side.connection()
     side.call(reset, "FLUSHALL")
     try:
@@ -759,6 +763,7 @@ def main():
     parser.add_argument("--subject", type=host_port, required=True, help="HOST:PORT of the server under test")
     parser.add_argument("--token", help="the password of the reference and an admin token of the subject")
     parser.add_argument("--only", action="append", help="run only this scenario (repeatable)")
+    parser.add_argument("--subject-tls-ca", help="reach the subject over TLS, checking its certificate against this CA")
     options = parser.parse_args()
     names = [f.__name__ for f in SCENARIOS]
     for name in options.only or []:
@@ -772,9 +777,10 @@ def main():
         if function is authentication and options.token is None:
             continue
         runs, found = [], []
-        for name, address in (("redis", options.reference), ("the subject", options.subject)):
+        for name, address, tls_ca in (("redis", options.reference, None),
+                                      ("the subject", options.subject, options.subject_tls_ca)):
             try:
-                runs.append(run_scenario(function, address, options.token))
+                runs.append(run_scenario(function, address, options.token, tls_ca))
             except OSError as error:
                 found.append("FAILED %s: cannot reach %s at %s:%d: %s" % (function.__name__, name, *address, error))
         if len(runs) == 2:
