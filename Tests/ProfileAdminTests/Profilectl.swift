@@ -17,6 +17,7 @@ func profilectl(_ args: [String], stdinPath: String = "/dev/null") throws -> Run
 /// `profilectl` with arguments as bytes, which need not be valid UTF-8.
 func profilectl(rawArgs: [[UInt8]], stdinPath: String = "/dev/null") throws -> Run {
     let directory = try makeTemporaryDirectory()
+    defer { removeDirectory(directory) }
     let out = directory + "/stdout"
     let err = directory + "/stderr"
     let pid = try spawn(executable("profilectl"), rawArgs: rawArgs, stderrPath: err, stdoutPath: out,

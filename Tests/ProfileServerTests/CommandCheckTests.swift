@@ -21,9 +21,11 @@ import Testing
         let admin: ProfileConnection
 
         init(_ extraArguments: [String] = []) throws {
+            // The tokens file is read at start-up only; the server keeps a directory of its own.
             let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
             writeText(directory + "/tokens", CommandCheckTests.tokens)
-            server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"] + extraArguments, directory: directory)
+            server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"] + extraArguments)
             admin = try server.connect()
             #expect(try admin.roundTrip("AUTH admin-token\n") == "OK")
         }

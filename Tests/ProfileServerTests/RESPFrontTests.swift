@@ -96,8 +96,9 @@ import Testing
 
     @Test func rolesAndAuthenticationAreTheLineProtocols() throws {
         let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         writeText(directory + "/tokens", "read r-token\nwrite w-token\nadmin a-token\n")
-        let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"], directory: directory)
+        let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"])
         let resp = try server.connectRESP()
         #expect(try resp.call("PING") == "+PONG\r\n")
         #expect(try resp.call("HGET", "a", "name") == "-NOAUTH Authentication required.\r\n")
@@ -126,8 +127,9 @@ import Testing
     /// closes the connection.
     @Test func unauthenticatedLimitsCloseTheConnection() throws {
         let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         writeText(directory + "/tokens", "read r-token\n")
-        let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"], directory: directory)
+        let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"])
         let resp = try server.connectRESP()
         resp.send("*11\r\n")
         #expect(try resp.reply() == "-ERR Protocol error: unauthenticated multibulk length\r\n")

@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 
 /// Throw-away certificates made with the `openssl` command, in a directory of their own:
 /// a CA; a server certificate for 127.0.0.1 and localhost and a second one (for rotation);
@@ -13,16 +12,17 @@ public final class TestCertificates: @unchecked Sendable {
 
     /// One set for the whole test run, made on first use, never changed and removed when the
     /// process exits: for tests that only read the files.
-    public static func shared() throws -> TestCertificates {
-        try sharedSet.withLock { set in
-            if let set { return set }
-            let made = try TestCertificates(removedOnRelease: false)
-            set = made
-            atexit { TestCertificates.sharedSet.withLock { $0.map { removeDirectory($0.directory) } } }
-            return made
-        }
+    public static func shared() throws -> TestCertificates { try sharedSet.get() }
+    // A global's lazy initialization runs once (swift_once), which ThreadSanitizer sees,
+    // unlike the futex handoff of Synchronization's Mutex.
+    private static let sharedSet = Result<TestCertificates, any Error> {
+        let made = try TestCertificates(removedOnRelease: false)
+        sharedDirectory = made.directory
+        atexit { TestCertificates.sharedDirectory.map(removeDirectory) }
+        return made
     }
-    fileprivate static let sharedSet = Mutex<TestCertificates?>(nil)
+    /// Written once, by the shared set's initializer; read at exit.
+    nonisolated(unsafe) private static var sharedDirectory: String?
     private let removedOnRelease: Bool
 
     public var caCertificate: String { directory + "/ca.crt" }

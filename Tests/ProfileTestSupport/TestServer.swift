@@ -291,6 +291,7 @@ public func spawn(_ path: String, rawArgs: [[UInt8]], stderrPath: String, stdout
 /// Runs an executable to completion; returns its exit code and everything it printed.
 public func runToCompletion(_ path: String, _ args: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
     let directory = try makeTemporaryDirectory()
+    defer { removeDirectory(directory) }
     let outputPath = directory + "/output"
     let pid = try spawn(path, args: args, stderrPath: outputPath, environment: environment)
     var status: Int32 = 0
