@@ -37,6 +37,8 @@ public struct ServerConfiguration: Sendable {
     public var maxClientMemory: Int = 256 << 20
     /// Where to serve /metrics and /healthz over HTTP; nil leaves them off.
     public var metricsAddress: (host: String, port: UInt16)? = nil
+    /// Serve them over TLS (HTTPS), with the TLS listeners' certificate and client checks.
+    public var metricsTLS: Bool = false
 
     public init() {}
 

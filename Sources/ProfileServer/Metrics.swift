@@ -3,6 +3,7 @@ import Glibc
 import ProfileProtocol
 import ProfileStore
 import ProfileSystem
+import ProfileTLS
 
 /// How each STATS counter is exposed to Prometheus: name, type and help.
 let prometheusNames: [(stat: String, metric: String, type: String, help: String)] = [
@@ -92,6 +93,9 @@ final class MetricsServer {
     /// every listener, this one included), and when an accept succeeds; set before the loop runs.
     var exhausted: (Int32) -> Void = { _ in }
     var accepted: () -> Void = {}
+    /// With `--metrics-tls`: the server's TLS context in force, which each new client's
+    /// session is made from; nil serves HTTP in clear.
+    var tlsContext: () -> TLSContext? = { nil }
     let address: String
 
     init(base: OpaquePointer, host: String, port: UInt16, context: ServerContext) throws(StartupError) {
@@ -150,7 +154,15 @@ final class MetricsServer {
             case .failed(let error): return Log.warn("metrics accept failed", ["error": String(cString: strerror(error))])
             }
             accepted()
-            let client = MetricsClient(fd: fd, deadline: monotonicNanos() + Self.deadlineSeconds * 1_000_000_000,
+            var tls: TLSSession? = nil
+            if let context = tlsContext() {
+                guard let session = context.session(fd: fd, accepting: true) else {
+                    close(fd)
+                    continue
+                }
+                tls = session
+            }
+            let client = MetricsClient(fd: fd, tls: tls, deadline: monotonicNanos() + Self.deadlineSeconds * 1_000_000_000,
                                        base: base, server: Unmanaged.passUnretained(self).toOpaque())
             clients[fd] = client
             client.wait(for: EV_READ)
@@ -161,6 +173,15 @@ final class MetricsServer {
         guard let client = clients[fd] else { return }
         if what & Int16(EV_TIMEOUT) != 0 || monotonicNanos() >= client.deadline {
             return finish(client)
+        }
+        // Over TLS the handshake comes first, within the same deadline.
+        if client.handshaking, let tls = client.tls {
+            switch tls.handshake() {
+            case .done: client.handshaking = false
+            case .wantRead: return client.wait(for: EV_READ)
+            case .wantWrite: return client.wait(for: EV_WRITE)
+            case .closed, .failed: return finish(client)
+            }
         }
         if client.reply.isEmpty {
             switch client.receive(limit: Self.maxRequestBytes) {
@@ -285,6 +306,10 @@ private final class MetricsClient {
     }
 
     let fd: Int32
+    /// The TLS session bytes pass through (`--metrics-tls`); nil in clear.
+    let tls: TLSSession?
+    /// The TLS handshake has not finished.
+    var handshaking: Bool
     /// Monotonic nanoseconds past which it is closed, whatever it is doing.
     let deadline: Int
     private let base: OpaquePointer
@@ -296,8 +321,10 @@ private final class MetricsClient {
     var reply: [UInt8] = []
     private var sent = 0
 
-    init(fd: Int32, deadline: Int, base: OpaquePointer, server: UnsafeMutableRawPointer) {
+    init(fd: Int32, tls: TLSSession?, deadline: Int, base: OpaquePointer, server: UnsafeMutableRawPointer) {
         self.fd = fd
+        self.tls = tls
+        handshaking = tls != nil
         self.deadline = deadline
         self.base = base
         self.server = server
@@ -319,7 +346,9 @@ private final class MetricsClient {
     func receive(limit: Int) -> Received {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = chunk.withUnsafeMutableBytes { raw in
+                tls?.receive(into: raw.baseAddress!, count: raw.count) ?? recv(fd, raw.baseAddress, raw.count, 0)
+            }
             if n == 0 { return .closed }
             if n < 0 {
                 if errno == EINTR { continue }
@@ -349,7 +378,9 @@ private final class MetricsClient {
     /// Sends what the socket takes; true once the whole reply is sent, or the peer is gone.
     func send() -> Bool {
         while sent < reply.count {
-            let n = reply[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = reply[sent...].withUnsafeBytes { raw in
+                tls?.send(raw.baseAddress!, count: raw.count) ?? Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL))
+            }
             if n < 0 {
                 if errno == EINTR { continue }
                 return !(errno == EAGAIN || errno == EWOULDBLOCK)
@@ -362,6 +393,7 @@ private final class MetricsClient {
     func release() {
         if let event { event_free(event) }
         event = nil
+        tls?.shutdown()
         close(fd)
     }
 }

@@ -191,6 +191,7 @@ public final class Server {
         event_add(trimTimer, &second)
         metricsServer?.exhausted = { [unowned self] error in self.pauseAccepting(error) }
         metricsServer?.accepted = { [unowned self] in self.acceptsExhausted = false }
+        if configuration.metricsTLS { metricsServer?.tlsContext = { [unowned self] in self.tlsContext } }
         for listener in listeners {
             listener.event = event_new(base, listener.fd, Int16(EV_READ | EV_PERSIST), serverAcceptReady,
                                        Unmanaged.passUnretained(listener).toOpaque())
@@ -207,7 +208,10 @@ public final class Server {
         signalEvents.append(hangup)
         // "listening" comes last: whoever waits for it (a supervisor, the tests) finds
         // everything else ready and logged.
-        if let metricsServer { Log.info("serving metrics", ["addr": metricsServer.address, "paths": "/metrics,/healthz"]) }
+        if let metricsServer {
+            Log.info("serving metrics", ["addr": metricsServer.address, "paths": "/metrics,/healthz",
+                                         "scheme": configuration.metricsTLS ? "https" : "http"])
+        }
         for listener in listeners {
             switch (listener.front, listener.tls) {
             case (.line, false): Log.info("listening", ["addr": listener.address])

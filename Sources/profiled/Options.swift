@@ -52,6 +52,7 @@ usage: profiled [options]
                            full, before every commit's reply (default normal)
   --allow-insecure-bind    allow a non-loopback --host or --metrics without --tokens
   --metrics HOST:PORT      serve /metrics (Prometheus) and /healthz over HTTP (default off)
+  --metrics-tls            serve them over HTTPS, with the TLS listeners' certificate
   --log-level LEVEL        error, warn, info or debug (default info)
   --help                   show this help
   --version                show the version
@@ -89,11 +90,11 @@ struct Settings {
     var tlsOptionsGiven: [String] = []
 
     /// Options that take no value on the command line; in a config file they take true/false.
-    static let switches: Set<String> = ["allow-insecure-bind"]
+    static let switches: Set<String> = ["allow-insecure-bind", "metrics-tls"]
     static let names: [String] = ["host", "port", "unix", "resp-port", "tls-port", "resp-tls-port", "tls-cert-file", "tls-key-file",
                                   "tls-ca-cert-file", "tls-auth-clients", "tls-protocols", "tls-ciphersuites", "tls-ciphers",
                                   "tls-handshake-timeout", "resp-key-prefix", "db", "postgres", "lease-ms", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
-                                  "max-line", "max-client-memory", "sync", "allow-insecure-bind", "metrics", "log-level"]
+                                  "max-line", "max-client-memory", "sync", "allow-insecure-bind", "metrics", "metrics-tls", "log-level"]
 
     /// Applies one option; `name` is without the leading dashes.
     mutating func apply(_ name: String, _ value: String) throws(UsageError) {
@@ -160,12 +161,14 @@ struct Settings {
             case "full": store.synchronous = .full
             default: throw UsageError(message: "sync takes 'normal' or 'full', not '\(value)'")
             }
-        case "allow-insecure-bind":
+        case "allow-insecure-bind", "metrics-tls":
+            let on: Bool
             switch value {
-            case "true", "yes", "on": configuration.allowInsecureBind = true
-            case "false", "no", "off": configuration.allowInsecureBind = false
-            default: throw UsageError(message: "allow-insecure-bind takes true or false, not '\(value)'")
+            case "true", "yes", "on": on = true
+            case "false", "no", "off": on = false
+            default: throw UsageError(message: "\(name) takes true or false, not '\(value)'")
             }
+            if name == "metrics-tls" { configuration.metricsTLS = on } else { configuration.allowInsecureBind = on }
         case "metrics":
             guard let colon = value.lastIndex(of: ":"), let port = UInt16(value[value.index(after: colon)...]),
                   colon > value.startIndex else {
@@ -283,11 +286,14 @@ extension Settings {
     /// cannot serve: a TLS port without a certificate and key, TLS options without a TLS port,
     /// client certificates required or checked without the CA they chain to.
     mutating func assembleTLS() throws(UsageError) {
-        let listening = configuration.tlsPort != nil || configuration.respTLSPort != nil
+        if configuration.metricsTLS && configuration.metricsAddress == nil {
+            throw UsageError(message: "--metrics-tls serves the metrics over TLS: give --metrics HOST:PORT")
+        }
+        let listening = configuration.tlsPort != nil || configuration.respTLSPort != nil || configuration.metricsTLS
         let settingsGiven = tlsOptionsGiven.filter { $0 != "tls-port" }
         guard listening else {
             if let first = settingsGiven.first {
-                throw UsageError(message: "--\(first) configures TLS listeners, and none is on: give --tls-port or --resp-tls-port")
+                throw UsageError(message: "--\(first) configures TLS listeners, and none is on: give --tls-port, --resp-tls-port or --metrics-tls")
             }
             return
         }

@@ -21,7 +21,8 @@ import Testing
                      ["--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-handshake-timeout", "0"],
                      ["--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-ciphersuites", ""],
                      ["--host", "0.0.0.0", "--tls-port", "0", "--tls-cert-file", "c", "--tls-key-file", "k",
-                      "--tls-ca-cert-file", "ca", "--tls-auth-clients", "yes"]] {
+                      "--tls-ca-cert-file", "ca", "--tls-auth-clients", "yes"], ["--metrics-tls"], ["--metrics-tls=yes"],
+                     ["--metrics", "127.0.0.1:0", "--metrics-tls"]] {
             let (status, output) = try runToCompletion(executable("profiled"), args)
             #expect(status == 64, "\(args)")
             #expect(output.split(separator: "\n").count == 1, "\(args): \(output)")

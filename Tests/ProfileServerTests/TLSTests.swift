@@ -247,6 +247,29 @@ import Testing
         #expect(try Self.tlsConnection(server, certificates).tlsPeerCommonName == "rotated")
     }
 
+    /// `--metrics-tls`: /metrics and /healthz over HTTPS, with the listeners' certificate and
+    /// client checks; plain HTTP gets nothing.
+    @Test func metricsOverTLS() throws {
+        let certificates = try TestCertificates.shared()
+        let server = try TestServer(["--tls-port", "0", "--tls-cert-file", certificates.serverCertificate,
+                                     "--tls-key-file", certificates.serverKey, "--tls-ca-cert-file", certificates.caCertificate,
+                                     "--metrics", "127.0.0.1:0", "--metrics-tls"])
+        let port = try metricsPort(server.log)
+        let requests = try makeTemporaryDirectory()
+        defer { removeDirectory(requests) }
+        writeText(requests + "/get", "GET /metrics HTTP/1.0\r\n\r\n")
+        let https = ["openssl", "s_client", "-quiet", "-verify_return_error", "-CAfile", certificates.caCertificate,
+                     "-connect", "127.0.0.1:\(port)"]
+        let scrape = try runCommand(https + ["-cert", certificates.clientCertificate, "-key", certificates.clientKey],
+                                    stdinPath: requests + "/get", timeoutSeconds: 20)
+        #expect(scrape.stdout.hasPrefix("HTTP/1.1 200 OK\r\n") && scrape.stdout.contains("\nprofiled_tls_handshakes_total "),
+                "\(scrape)")
+        let withoutCertificate = try runCommand(https, stdinPath: requests + "/get", timeoutSeconds: 20)
+        #expect(!withoutCertificate.stdout.contains("HTTP/1.1"), "\(withoutCertificate)")
+        #expect(throws: (any Error).self) { _ = try httpGet(port: port, path: "/healthz", timeoutSeconds: 5) }
+        #expect(server.log.contains("scheme=https"))
+    }
+
     /// A host beyond loopback without tokens is served when every listener on it is TLS
     /// that requires a client certificate; a plain listener beside it is still refused.
     @Test func certificatesAloneMayGuardANonLoopbackHost() throws {
