@@ -613,8 +613,8 @@ final class Worker: @unchecked Sendable {
     /// Sends the pass's replies: straight from scratch when nothing is queued before them.
     private func flush(_ connection: Connection) {
         var sent = 0
-        if out.count > 0 && connection.queuedOutput == 0 && connection.tls == nil {
-            let n = send(connection.fd, out.base, out.count, Int32(MSG_NOSIGNAL))
+        if out.count > 0 && connection.queuedOutput == 0 {
+            let n = connection.tls.map { sendDirect($0) } ?? send(connection.fd, out.base, out.count, Int32(MSG_NOSIGNAL))
             if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
                 out.count = 0
                 close(connection)
@@ -625,6 +625,19 @@ final class Worker: @unchecked Sendable {
         if sent < out.count { evbuffer_add(connection.output, out.base + sent, out.count - sent) }
         out.count = 0
         if sent == 0 && connection.queuedOutput > 0 && !sendQueued(connection) { close(connection) }
+    }
+
+    /// Writes the scratch's replies through TLS, a record at a time, as far as the socket takes
+    /// them: what `send` would report for them. What is left goes to the connection's queue,
+    /// from which the next write offers the same bytes first, as OpenSSL requires after EAGAIN.
+    private func sendDirect(_ tls: TLSSession) -> Int {
+        var sent = 0
+        while sent < out.count {
+            let n = tls.send(out.base + sent, count: out.count - sent)
+            if n < 0 { return errno == EAGAIN && sent > 0 ? sent : -1 }
+            sent += n
+        }
+        return sent
     }
 
     /// Moves the replies built so far into the connection's queue to make room. Nothing leaves

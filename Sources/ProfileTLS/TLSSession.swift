@@ -20,6 +20,11 @@ public enum TLSResult: Equatable, Sendable {
 /// One TLS connection over a socket the caller owns: its OpenSSL session, freed with it.
 ///
 /// Used by one thread at a time (a worker moving a connection hands it over whole).
+///
+/// OpenSSL reads its thread's error queue to say why a call failed, so the queue must be
+/// empty before each call. Clearing it costs about a hundred instructions a request, so the
+/// reads and writes do not: every call here that can leave errors behind (a failure, the
+/// handshake, the peer's name) takes them all before it returns.
 public final class TLSSession {
     private let ssl: OpaquePointer
 
@@ -31,12 +36,14 @@ public final class TLSSession {
     public func handshake() -> TLSResult {
         ERR_clear_error()
         let n = SSL_do_handshake(ssl)
-        return n == 1 ? .done(0) : outcome(of: n)
+        guard n == 1 else { return outcome(of: n) }
+        // Nothing a finished handshake noted may reach the reads and writes after it.
+        ERR_clear_error()
+        return .done(0)
     }
 
     /// Reads up to `count` plaintext bytes.
     public func read(into buffer: UnsafeMutableRawPointer, count: Int) -> TLSResult {
-        ERR_clear_error()
         let n = SSL_read(ssl, buffer, Int32(clamping: count))
         return n > 0 ? .done(Int(n)) : outcome(of: n)
     }
@@ -44,7 +51,6 @@ public final class TLSSession {
     /// Whether a plaintext byte can be read now, without taking it: `.done(1)` if so.
     public func peekByte() -> TLSResult {
         var byte: UInt8 = 0
-        ERR_clear_error()
         let n = SSL_peek(ssl, &byte, 1)
         return n > 0 ? .done(Int(n)) : outcome(of: n)
     }
@@ -53,7 +59,6 @@ public final class TLSSession {
     /// bytes first (they may have moved) and at least as many of them.
     public func write(_ bytes: UnsafeRawPointer, count: Int) -> TLSResult {
         guard count > 0 else { return .done(0) }
-        ERR_clear_error()
         let n = SSL_write(ssl, bytes, Int32(clamping: count))
         return n > 0 ? .done(Int(n)) : outcome(of: n)
     }
@@ -100,6 +105,7 @@ public final class TLSSession {
     /// The common name in the subject of the certificate the peer sent and OpenSSL verified;
     /// nil without one.
     public var verifiedPeerCommonName: String? {
+        defer { ERR_clear_error() }
         guard let certificate = SSL_get1_peer_certificate(ssl) else { return nil }
         defer { X509_free(certificate) }
         guard SSL_get_verify_result(ssl) == X509_V_OK, let subject = X509_get_subject_name(certificate) else { return nil }
@@ -109,12 +115,15 @@ public final class TLSSession {
         return string(fromTerminated: buffer)
     }
 
+    /// What a call that returned `n` did; empties the error queue whatever it was.
     private func outcome(of n: Int32) -> TLSResult {
         let code = SSL_get_error(ssl, n)
         switch code {
         case SSL_ERROR_WANT_READ: return .wantRead
         case SSL_ERROR_WANT_WRITE: return .wantWrite
-        case SSL_ERROR_ZERO_RETURN: return .closed
+        case SSL_ERROR_ZERO_RETURN:
+            ERR_clear_error()
+            return .closed
         case SSL_ERROR_SYSCALL:
             let reasons = takeErrorQueue()
             if !reasons.isEmpty { return .failed(reasons) }
