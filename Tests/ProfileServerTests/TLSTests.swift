@@ -1,5 +1,6 @@
 import Glibc
 import ProfileClient
+import ProfileTLS
 import ProfileTestSupport
 import Testing
 
@@ -96,6 +97,39 @@ import Testing
         #expect(try client.readLine() == Array("END".utf8))
         for i in 0..<200 { #expect(try client.readLine() == Array("VALUE big-\(i) \"Name \(i)\" \(uri)".utf8)) }
         #expect(try client.isClosedByServer())
+    }
+
+    /// A slow reader of a 9.3 MB MGET over TLS: its replies wait at the high-water mark as in
+    /// clear (plus OpenSSL's buffers), and every record OpenSSL could not send at once is sent
+    /// later from the same bytes, so the whole reply arrives in order.
+    @Test func aSlowReaderOverTLSGetsALargeMGETWholeAndInOrder() throws {
+        let certificates = try TestCertificates.shared()
+        let server = try Self.start(certificates)
+        try EscapedProfiles.store(through: try ProfileConnection(server.endpoint, timeoutSeconds: 20))
+        let fd = try rawLoopbackConnection(port: server.tlsPort, receiveBuffer: 4096)
+        defer { close(fd) }
+        let context = try TLSClientOptions(caCertificateFile: certificates.caCertificate).makeContext()
+        let tls = try startTLS(on: fd, to: .tcp(host: "127.0.0.1", port: server.tlsPort), context: context, serverName: nil)
+        let request = EscapedProfiles.mget + Array("GET esc7\nPING\n".utf8)
+        var sent = 0
+        while sent < request.count {
+            let n = request[sent...].withUnsafeBytes { tls.send($0.baseAddress!, count: $0.count) }
+            guard n > 0 else { throw TestFailure("sending the requests failed: \(String(cString: strerror(errno)))") }
+            sent += n
+        }
+        usleep(300_000)
+        let held = Int(try Self.stat(server, "client_memory_bytes") ?? "") ?? -1
+        #expect(held > 0 && held <= (1 << 20) + (96 << 10) + (40 << 10), "the slow reader holds \(held) bytes")
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while Array(received.suffix(5)) != Array("PONG\n".utf8) {
+            let n = chunk.withUnsafeMutableBytes { tls.receive(into: $0.baseAddress!, count: $0.count) }
+            guard n > 0 else { throw TestFailure("the connection ended after \(received.count) bytes") }
+            received += chunk[0..<n]
+        }
+        let lines = received.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
+        let expected = EscapedProfiles.ids.map(EscapedProfiles.valueLine) + ["END", EscapedProfiles.valueLine("esc7"), "PONG"]
+        #expect(lines.count == expected.count && lines == expected, "\(firstDifference(lines, expected) ?? "")")
     }
 
     @Test func clientCertificatesAreCheckedAtTheHandshake() throws {
