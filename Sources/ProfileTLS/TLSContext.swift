@@ -56,6 +56,8 @@ public struct TLSProtocols: Sendable, Equatable {
 }
 
 /// Whether a server asks for, and requires, a client certificate (Redis's `tls-auth-clients`).
+///
+/// A plain value; any thread may use it.
 public enum TLSClientAuthentication: String, Sendable {
     /// A certificate is required and must chain to the CA: the handshake fails without one.
     case yes
