@@ -323,6 +323,35 @@ import Testing
         }
     }
 
+    /// The TLS keys of a config file, as the flags: the listener, the files, the versions and
+    /// metrics over HTTPS; a bad value is named with its file and line.
+    @Test func theConfigFileTakesTheTLSKeys() throws {
+        let certificates = try TestCertificates.shared()
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let config = directory + "/profiled.conf"
+        writeText(config, """
+            tls-port = 0
+            tls-cert-file = \(certificates.serverCertificate)
+            tls-key-file = \(certificates.serverKey)
+            tls-ca-cert-file = \(certificates.caCertificate)
+            tls-auth-clients = optional
+            tls-protocols = TLSv1.3
+            tls-handshake-timeout = 5
+            metrics = 127.0.0.1:0
+            metrics-tls = true
+
+            """)
+        let server = try TestServer(["--config", config])
+        #expect(try Self.tlsConnection(server, certificates).tlsVersion == "TLSv1.3")
+        let tls12 = try runCommand(["openssl", "s_client", "-tls1_2", "-connect", "127.0.0.1:\(server.tlsPort)"], timeoutSeconds: 20)
+        #expect(tls12.status != 0 && !tls12.stdout.contains("BEGIN CERTIFICATE"), "\(tls12)")
+        #expect(server.log.contains("scheme=https"))
+        writeText(config, "tls-port = 0\ntls-auth-clients = maybe\n")
+        let (status, output) = try runToCompletion(executable("profiled"), ["--config", config])
+        #expect(status == 64 && output.contains("profiled.conf:2: tls-auth-clients takes yes, no or optional, not 'maybe'"), "\(output)")
+    }
+
     @Test func unusableTLSFilesStopStartupWithTheReason() throws {
         let certificates = try TestCertificates.shared()
         let directory = try makeTemporaryDirectory()
