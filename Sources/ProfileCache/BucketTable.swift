@@ -55,12 +55,9 @@ struct BucketTable: ~Copyable {
         }
     }
 
-    /// Starts loading the bucket where a probe for `hash` begins.
-    @inline(__always)
-    func prefetchHome(of hash: UInt32) {
-        guard let buckets else { return }
-        profiled_prefetch(buckets + (Int(hash) & mask))
-    }
+    /// Where the buckets are and the mask of their count, as `BucketHome` publishes them:
+    /// (0, 0) before the first entry.
+    var home: (base: Int, mask: Int) { (Int(bitPattern: buckets), mask) }
 
     /// The entry of the first bucket with `hash`, or `.noEntry`: the likely match, unconfirmed.
     @inline(__always)

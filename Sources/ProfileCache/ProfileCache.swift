@@ -1,5 +1,7 @@
+import CPrefetch
 import Glibc
 import ProfileSystem
+import Synchronization
 
 /// A byte-bounded LRU from userId to the encoded `VALUE` reply line, or to a
 /// remembered absence, in front of the profile store.
@@ -37,8 +39,14 @@ public final class ProfileCache: @unchecked Sendable {
     /// Shards are padded to whole cache-line pairs so two threads working on
     /// neighbouring shards never share a line.
     @inlinable
+    static var homeOffset: Int {
+        let alignment = MemoryLayout<BucketHome>.alignment
+        return (stateOffset + MemoryLayout<ShardState>.size + alignment - 1) / alignment * alignment
+    }
+
+    @inlinable
     static var shardStride: Int {
-        (stateOffset + MemoryLayout<ShardState>.size + 127) / 128 * 128
+        (homeOffset + MemoryLayout<BucketHome>.size + 127) / 128 * 128
     }
 
     /// - Parameters:
@@ -59,6 +67,7 @@ public final class ProfileCache: @unchecked Sendable {
             pthread_mutex_init(shard.lock, nil)
             shard.state.initialize(to: ShardState(index: UInt32(index), hasher: hasher,
                                                   budget: self.limitBytes / shardCount, pool: pages))
+            shard.home.initialize(to: BucketHome())
         }
     }
 
@@ -66,6 +75,7 @@ public final class ProfileCache: @unchecked Sendable {
         for index in 0..<shardCount {
             let shard = shard(at: index)
             shard.state.deinitialize(count: 1)
+            shard.home.deinitialize(count: 1)
             pthread_mutex_destroy(shard.lock)
         }
         shards.deallocate()
@@ -126,10 +136,7 @@ public final class ProfileCache: @unchecked Sendable {
         for i in batch.indices {
             let hash = hasher.hash(batch[i].key)
             batch[i].hash = hash
-            let shard = shard(at: shardIndex(for: hash))
-            pthread_mutex_lock(shard.lock)
-            shard.state.pointee.prefetchBucket(hash: hash)
-            pthread_mutex_unlock(shard.lock)
+            shard(at: shardIndex(for: hash)).home.pointee.prefetch(hash: hash)
         }
         for i in batch.indices {
             let shard = shard(at: shardIndex(for: batch[i].hash))
@@ -156,6 +163,7 @@ public final class ProfileCache: @unchecked Sendable {
         let shard = shard(at: index)
         shard.withLock {
             shard.state.pointee.fill(userId, hash: hash, profile: profile, ticketEpoch: ticket.epoch)
+            shard.publishHome()
         }
     }
 
@@ -173,6 +181,7 @@ public final class ProfileCache: @unchecked Sendable {
         // reply line, shorter than the lookups waiting on it would notice.
         shard.withLock {
             shard.state.pointee.update(userId, hash: hash, profile: profile)
+            shard.publishHome()
         }
     }
 
@@ -194,6 +203,7 @@ public final class ProfileCache: @unchecked Sendable {
             var retired: ShardState?
             shard.withLock {
                 retired = shard.state.pointee.removeAll()
+                shard.publishHome()
             }
             // Frees the old entries now, outside the lock.
             _ = consume retired
@@ -234,11 +244,21 @@ public final class ProfileCache: @unchecked Sendable {
     struct Shard {
         @usableFromInline let lock: UnsafeMutablePointer<pthread_mutex_t>
         @usableFromInline let state: UnsafeMutablePointer<ShardState>
+        @usableFromInline let home: UnsafeMutablePointer<BucketHome>
 
         @inlinable
         init(_ base: UnsafeMutableRawPointer) {
             lock = base.assumingMemoryBound(to: pthread_mutex_t.self)
             state = (base + ProfileCache.stateOffset).assumingMemoryBound(to: ShardState.self)
+            home = (base + ProfileCache.homeOffset).assumingMemoryBound(to: BucketHome.self)
+        }
+
+        /// Publishes where the table's buckets are now, after a change that may have moved
+        /// them; under the lock.
+        func publishHome() {
+            let current = state.pointee.bucketHome
+            home.pointee.base.store(current.base, ordering: .relaxed)
+            home.pointee.mask.store(current.mask, ordering: .relaxed)
         }
 
         @inlinable
@@ -258,5 +278,28 @@ public final class ProfileCache: @unchecked Sendable {
     @inlinable @inline(__always)
     func shardIndex(for hash: UInt64) -> Int {
         Int(truncatingIfNeeded: hash >> shardShift)
+    }
+}
+
+/// Where a shard's buckets are, published for the first stage of `prefetch`, which reads it
+/// without the lock: that stage only starts a load, and a load started from an address just
+/// replaced (the table grew, or was emptied, and the old one went back to the pool) is a hint
+/// that misses, never a fault. Every stage that reads the table itself takes the lock.
+///
+/// Written under the shard's lock; read by any thread.
+@usableFromInline
+struct BucketHome: ~Copyable {
+    @usableFromInline let base = Atomic<Int>(0)
+    @usableFromInline let mask = Atomic<Int>(0)
+
+    @usableFromInline init() {}
+
+    /// Starts loading the bucket where a probe for `hash` begins.
+    @inline(__always)
+    func prefetch(hash: UInt64) {
+        let base = base.load(ordering: .relaxed)
+        guard base != 0, let buckets = UnsafeRawPointer(bitPattern: base) else { return }
+        let position = Int(UInt32(truncatingIfNeeded: hash)) & mask.load(ordering: .relaxed)
+        profiled_prefetch(buckets + position &* MemoryLayout<Bucket>.stride)
     }
 }

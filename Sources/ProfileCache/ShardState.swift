@@ -80,12 +80,11 @@ struct ShardState: ~Copyable {
         return block.isAbsence ? .absent : .hit(block.profile)
     }
 
-    // The three stages of `ProfileCache.prefetch`, each starting the load the next one reads.
+    // The stages of `ProfileCache.prefetch` that read the shard, each starting the load the
+    // next one reads (the first, the bucket's, reads only the published `BucketHome`).
 
-    @inline(__always)
-    func prefetchBucket(hash: UInt64) {
-        table.prefetchHome(of: UInt32(truncatingIfNeeded: hash))
-    }
+    /// Where the table's buckets are now, for `BucketHome`.
+    var bucketHome: (base: Int, mask: Int) { table.home }
 
     /// Starts loading the record of the likely match for `hash` and returns its index.
     @inline(__always)
