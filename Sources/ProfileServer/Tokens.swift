@@ -51,7 +51,8 @@ public struct TokenTable: Sendable {
             let fields = line.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 })
             if fields.isEmpty || fields[0].first == UInt8(ascii: "#") { continue }
             let isCertificate = fields.count == 3 && fields[1].elementsEqual("cert-cn".utf8)
-            guard fields.count == 2 || isCertificate else {
+            // A certificate line that lost its name would otherwise read as the token "cert-cn".
+            guard fields.count == 2 && !fields[1].elementsEqual("cert-cn".utf8) || isCertificate else {
                 throw TokensFileError(path: path, line: lineNumber, reason: "expected '<role> <token>' or '<role> cert-cn <name>'")
             }
             guard let role = Role(name: Array(fields[0])), role != .none else {
