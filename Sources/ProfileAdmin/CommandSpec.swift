@@ -203,30 +203,25 @@ struct ParsedArguments {
         if values["unix"] != nil, let flag = ["host", "port"].first(where: { values[$0] != nil }) {
             throw AdminError.usage("--unix connects to a socket, so --\(flag) has no use with it")
         }
-        let tlsFlags = ["cacert", "cert", "key", "sni", "insecure"].filter { values[$0] != nil || switches.contains($0) }
         let tls = switches.contains("tls")
-        if values["db"] != nil,
-           let flag = (["host", "port", "unix", "token"].filter { values[$0] != nil } + (tls ? ["tls"] : []) + tlsFlags).first {
+        let tlsFlags = ["tls", "cacert", "cert", "key", "sni", "insecure"].filter { values[$0] != nil || switches.contains($0) }
+        if values["db"] != nil, let flag = (["host", "port", "unix", "token"].filter { values[$0] != nil } + tlsFlags).first {
             throw AdminError.usage("--db opens the store file without a server, so --\(flag) has no use with it")
-        }
-        if let flag = tlsFlags.first, !tls {
-            throw AdminError.usage("--\(flag) sets up TLS: add --tls")
         }
         if tls && values["unix"] != nil {
             throw AdminError.usage("--tls connects over TCP, so --unix has no use with it")
-        }
-        if (values["cert"] == nil) != (values["key"] == nil) {
-            throw AdminError.usage("a client certificate needs both --cert and --key")
         }
         var options = ServerOptions()
         if let host = values["host"] { options.host = host }
         if let port = try number("port", in: 1...65535, otherwise: nil) { options.port = UInt16(port) }
         options.unixPath = values["unix"]
         options.token = values["token"] ?? environment["PROFILED_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
-        if tls {
-            options.tls = TLSClientOptions(caCertificateFile: values["cacert"], certificateFile: values["cert"],
-                                           keyFile: values["key"], serverName: values["sni"],
-                                           verifyPeer: !switches.contains("insecure"))
+        do {
+            options.tls = try TLSClientOptions.fromFlags(tls: tls, caCertificate: values["cacert"], certificate: values["cert"],
+                                                         key: values["key"], serverName: values["sni"],
+                                                         insecure: switches.contains("insecure"))
+        } catch {
+            throw AdminError.usage(error.message)
         }
         return options
     }

@@ -168,13 +168,12 @@ extension BenchOptions {
         if given.contains("--unix"), let flag = ["--host", "--port", "--tls"].first(where: given.contains) {
             throw UsageError("--unix connects to a socket, so \(flag) has no use with it")
         }
-        if !given.contains("--tls"), let flag = ["--cacert", "--cert", "--key", "--sni", "--insecure"].first(where: given.contains) {
-            throw UsageError("\(flag) sets up TLS: add --tls")
-        }
-        if (certificate == nil) != (key == nil) { throw UsageError("a client certificate needs both --cert and --key") }
-        if given.contains("--tls") {
-            options.tls = TLSClientOptions(caCertificateFile: caCertificate, certificateFile: certificate, keyFile: key,
-                                           serverName: serverName, verifyPeer: !given.contains("--insecure"))
+        do {
+            options.tls = try TLSClientOptions.fromFlags(tls: given.contains("--tls"), caCertificate: caCertificate,
+                                                         certificate: certificate, key: key, serverName: serverName,
+                                                         insecure: given.contains("--insecure"))
+        } catch {
+            throw UsageError(error.message)
         }
         try options.check()
         return .run(options)

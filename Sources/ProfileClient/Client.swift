@@ -43,6 +43,8 @@ public enum ClientError: Error, CustomStringConvertible, Sendable, Equatable {
     case server(code: String, message: String)
     /// The server answered something the protocol does not allow here.
     case unexpectedReply(String)
+    /// The client's TLS files cannot be used (a CA, certificate or key that cannot be read).
+    case tls(String)
 
     public var description: String {
         switch self {
@@ -50,6 +52,7 @@ public enum ClientError: Error, CustomStringConvertible, Sendable, Equatable {
         case .io(let reason): reason
         case .server(let code, let message): "ERROR \(code) \(message)"
         case .unexpectedReply(let line): "unexpected reply: \(line)"
+        case .tls(let reason): reason
         }
     }
 }
@@ -83,9 +86,32 @@ public struct TLSClientOptions: Sendable, Equatable {
             return try TLSContext(clientCA: caCertificateFile, certificateFile: certificateFile, keyFile: keyFile,
                                   verifyPeer: verifyPeer)
         } catch {
-            throw ClientError.connect(endpoint: "TLS", reason: error.description)
+            throw ClientError.tls(error.description)
         }
     }
+
+    /// The options a command line's TLS flags give, with redis-cli's names (`--tls`,
+    /// `--cacert`, `--cert`, `--key`, `--sni`, `--insecure`), as profilectl and profilebench
+    /// take them: nil without `--tls`.
+    ///
+    /// - Throws: one sentence for a TLS flag without `--tls`, or a certificate without its key.
+    public static func fromFlags(tls: Bool, caCertificate: String?, certificate: String?, key: String?,
+                                 serverName: String?, insecure: Bool) throws(TLSFlagProblem) -> TLSClientOptions? {
+        let given = [("--cacert", caCertificate != nil), ("--cert", certificate != nil), ("--key", key != nil),
+                     ("--sni", serverName != nil), ("--insecure", insecure)]
+        if !tls, let flag = given.first(where: { $0.1 })?.0 { throw TLSFlagProblem(message: "\(flag) sets up TLS: add --tls") }
+        if (certificate == nil) != (key == nil) { throw TLSFlagProblem(message: "a client certificate needs both --cert and --key") }
+        guard tls else { return nil }
+        return TLSClientOptions(caCertificateFile: caCertificate, certificateFile: certificate, keyFile: key,
+                                serverName: serverName, verifyPeer: !insecure)
+    }
+}
+
+/// A command line's TLS flags that do not fit together: one sentence for the user.
+///
+/// A plain value; any thread may use it.
+public struct TLSFlagProblem: Error, Sendable {
+    public var message: String
 }
 
 /// Starts TLS over a connected blocking socket: the handshake, bounded by the socket's timeouts.
@@ -104,6 +130,9 @@ public func startTLS(on fd: Int32, to endpoint: Endpoint, context: TLSContext, s
         throw ClientError.connect(endpoint: endpoint.description, reason: "cannot start a TLS session")
     }
     while true {
+        // A failure is retried only when the socket call was interrupted, so errno must be
+        // this call's.
+        errno = 0
         switch session.handshake() {
         case .done: return session
         case .wantRead, .wantWrite:

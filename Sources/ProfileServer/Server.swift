@@ -104,6 +104,7 @@ public final class Server {
                 guard let port else { continue }
                 for fd in try listenTCP(host: configuration.host, port: port) {
                     listeners.append(Listener(fd: fd, front: front, tls: tls, address: boundAddress(of: fd)))
+                    // INFO's tcp_port: the plain RESP listener's, or the TLS one's when alone.
                     if front == .resp && (!tls || configuration.respPort == nil) {
                         context.respPortBound.store(Int(boundPort(of: fd)), ordering: .relaxed)
                     }

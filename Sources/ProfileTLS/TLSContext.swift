@@ -221,8 +221,11 @@ func takeErrorQueue() -> String {
         let text = string(fromTerminated: buffer)
         // "error:0A000086:SSL routines::certificate verify failed": the reason is the last part.
         let reason = text.split(separator: ":", omittingEmptySubsequences: false).last.map(String.init) ?? text
-        // "system lib" only says that the reason before it came from the C library.
-        if reason != "system lib" && !reasons.contains(reason) { reasons.append(reason) }
+        // "system lib" only says that the reason before it came from the C library, and a file
+        // that is not there comes as the C library's words and then as OpenSSL's own.
+        let lower = reason.lowercased()
+        let said = reasons.contains { $0.lowercased().hasPrefix(lower) || lower.hasPrefix($0.lowercased()) }
+        if reason != "system lib" && !said { reasons.append(reason) }
     }
     return reasons.joined(separator: "; ")
 }

@@ -35,6 +35,7 @@ public final class TLSSession {
     /// Moves the handshake on; `.done(0)` once it is complete.
     public func handshake() -> TLSResult {
         ERR_clear_error()
+        errno = 0
         let n = SSL_do_handshake(ssl)
         guard n == 1 else { return outcome(of: n) }
         // Nothing a finished handshake noted may reach the reads and writes after it.
@@ -44,6 +45,7 @@ public final class TLSSession {
 
     /// Reads up to `count` plaintext bytes.
     public func read(into buffer: UnsafeMutableRawPointer, count: Int) -> TLSResult {
+        errno = 0
         let n = SSL_read(ssl, buffer, Int32(clamping: count))
         return n > 0 ? .done(Int(n)) : outcome(of: n)
     }
@@ -51,6 +53,7 @@ public final class TLSSession {
     /// Whether a plaintext byte can be read now, without taking it: `.done(1)` if so.
     public func peekByte() -> TLSResult {
         var byte: UInt8 = 0
+        errno = 0
         let n = SSL_peek(ssl, &byte, 1)
         return n > 0 ? .done(Int(n)) : outcome(of: n)
     }
@@ -59,6 +62,7 @@ public final class TLSSession {
     /// bytes first (they may have moved) and at least as many of them.
     public func write(_ bytes: UnsafeRawPointer, count: Int) -> TLSResult {
         guard count > 0 else { return .done(0) }
+        errno = 0
         let n = SSL_write(ssl, bytes, Int32(clamping: count))
         return n > 0 ? .done(Int(n)) : outcome(of: n)
     }
@@ -127,7 +131,8 @@ public final class TLSSession {
         case SSL_ERROR_SYSCALL:
             let reasons = takeErrorQueue()
             if !reasons.isEmpty { return .failed(reasons) }
-            // 0: the socket ended; -1: the socket call failed and errno says why.
+            // 0: the socket ended; -1: the socket call failed and errno (cleared before the
+            // call) says why.
             if n == 0 || errno == 0 { return .closed }
             return .failed(String(cString: strerror(errno)))
         default:

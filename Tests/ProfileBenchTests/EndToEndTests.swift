@@ -103,6 +103,13 @@ struct EndToEndTests {
         #expect(resp.succeeded && resp.total.requests == 2000, "\(resp)")
         options.tls?.caCertificateFile = certificates.otherCACertificate
         #expect(throws: BenchFailure.self) { try LoadTest.run(options) }
+        options.tls?.caCertificateFile = certificates.directory + "/missing.crt"
+        do {
+            _ = try LoadTest.run(options)
+            Issue.record("a run with a CA file that is not there started")
+        } catch {
+            #expect(error.message == "cannot read the CA certificate file \(certificates.directory)/missing.crt: No such file or directory")
+        }
     }
 
     @Test func aRefusedConnectionIsReported() throws {

@@ -78,6 +78,11 @@ import Testing
         #expect(wrongName.status == 2 && wrongName.stderr.contains("certificate verify failed"), "\(wrongName)")
         let insecure = try Self.profilectl(["ping", "--port", "\(server.tlsPort)", "--tls", "--insecure"])
         #expect(insecure.status == 0, "\(insecure)")
+        // A CA file that is not there is named, with the reason once.
+        let missing = requests + "/missing-ca.crt"
+        let noCA = try Self.profilectl(["ping", "--port", "\(server.tlsPort)", "--tls", "--cacert", missing])
+        #expect(noCA.status == 2 && noCA.stderr == "profilectl: cannot read the CA certificate file \(missing): No such file or directory\n",
+                "\(noCA)")
     }
 
     /// The line protocol's pipelined replies larger than a TLS record, and a client that
@@ -310,7 +315,7 @@ import Testing
         let certificates = try TestCertificates.shared()
         let tls = ["--tls-port", "0", "--tls-cert-file", certificates.serverCertificate, "--tls-key-file", certificates.serverKey,
                    "--tls-ca-cert-file", certificates.caCertificate, "--tls-auth-clients", "yes", "--host", "0.0.0.0"]
-        let server = try TestServer(tls + ["--port", "off"])
+        let server = try TestServer(tls + ["--port", "off", "--resp-port", "off"])
         let client = try Self.tlsConnection(server, certificates, certificate: certificates.clientCertificate, key: certificates.clientKey)
         #expect(try client.roundTrip("PING\n") == "PONG")
         let optional = ["--tls-port", "0", "--tls-cert-file", certificates.serverCertificate, "--tls-key-file", certificates.serverKey,
