@@ -5,7 +5,17 @@ import ProfileStore
 import RESPProtocol
 import WireBytes
 
-/// A read the cache cannot answer: the request it answers, what to read, and what was read.
+/// How a front words the answer to a read it sent to the fetchers (or read at once): each front
+/// keeps, with the job, what it needs to know of the request, and reads what was read, or why
+/// it could not be, from the job.
+///
+/// Made by a worker with its job, used by that worker when the job is answered.
+protocol ReadAnswer {
+    /// Writes the job's answer (its reply, or the store's failure) on the worker that took it.
+    func write(_ job: ReadJob, on worker: Worker)
+}
+
+/// A read the cache cannot answer: what to read, what was read, and how its front answers.
 /// Over a shared store it goes to a fetcher thread and back (a network round trip, which no
 /// event loop may make); over a store the workers read themselves, a listing (COUNT, RECENT,
 /// SCAN) is read into it on the worker at once (`Worker.readListing`), and answered the same way.
@@ -13,28 +23,25 @@ import WireBytes
 /// Created by a worker, filled in by a fetcher or by that worker, answered by that worker: each
 /// side touches it only while the other cannot (the queue hand-offs order the accesses).
 final class ReadJob: @unchecked Sendable {
-    enum Request {
-        /// The line protocol's GET, EXISTS or MGET; the ids are the arguments.
-        case line(Verb)
-        /// A RESP command that reads keys (a key read, EXISTS); the arguments are the request's.
-        case resp(RESPCommandName)
-        /// COUNT, or RESP's DBSIZE.
-        case count(Front)
-        /// RECENT.
+    /// What is read.
+    enum Read {
+        /// The profiles of `lookups`.
+        case lookups
+        /// How many profiles there are.
+        case count
+        /// The newest profiles, newest first.
         case recent(limit: Int)
-        /// The line protocol's SCAN: after argument 0 (when there is one).
-        case scan(limit: Int)
-        /// RESP's SCAN: the request's arguments, read again when answering; after `after`.
-        case respScan(after: [UInt8], limit: Int)
-        /// The ids an MGET had left once part of its reply was sent and the cache could no
-        /// longer answer them (`Worker.continueLookups`): the rest of its reply, then END.
-        case restOfMGET
+        /// Profiles in userId order, after `after` (from the first when empty).
+        case scan(after: [UInt8], limit: Int)
     }
 
     let connection: Connection
     unowned let worker: Worker
-    let request: Request
-    let verb: Verb
+    let read: Read
+    /// How the front words the answer.
+    let answer: any ReadAnswer
+    /// The verb whose latency the answer ends; nil for the rest of a request counted already.
+    let verb: Verb?
     let startNanos: Int
     private let arguments: ArgumentStore
     /// The ids to look up: argument indices, with `keyPrefix` bytes to skip in each.
@@ -53,11 +60,12 @@ final class ReadJob: @unchecked Sendable {
     var count = 0
     var failure: String?
 
-    init(connection: Connection, request: Request, verb: Verb, arguments count: Int,
+    init(connection: Connection, read: Read, answer: any ReadAnswer, verb: Verb?, arguments count: Int,
          argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?]) {
         self.connection = connection
         worker = connection.worker
-        self.request = request
+        self.read = read
+        self.answer = answer
         self.verb = verb
         startNanos = worker.passStart
         arguments = ArgumentStore(count: count, argument: argument)
@@ -193,21 +201,15 @@ extension ReadJob {
     /// job reads nothing here.
     func readListing(from source: some ListingSource) {
         do {
-            switch request {
-            case .line, .resp, .restOfMGET:
+            switch read {
+            case .lookups:
                 break
             case .count:
                 count = try source.count()
             case .recent(let limit):
                 try source.recent(limit: limit) { record(row: $0) }
-            case .scan(let limit):
-                let after = argumentCount > 0 ? argument(0) : UnsafeRawBufferPointer(start: nil, count: 0)
-                try source.scan(after: after, limit: limit) { record(row: $0) }
-            case .respScan(let after, let limit):
-                let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(after.count, 1), alignment: 1)
-                defer { copy.deallocate() }
-                copy.copyBytes(from: after)
-                try source.scan(after: UnsafeRawBufferPointer(rebasing: copy[..<after.count]), limit: limit) { record(row: $0) }
+            case .scan(let after, let limit):
+                try after.withUnsafeBytes { after in try source.scan(after: after, limit: limit) { record(row: $0) } }
             }
         } catch {
             fail(error)

@@ -289,7 +289,7 @@ extension Worker {
                 // Inside EXEC nothing waits for a fetch: what the store's writes left.
                 respInteger(context.writePath.rowCount, connection)
             } else {
-                readListing(.count(.resp), verb: command.verb, arguments: 0,
+                readListing(.count, answer: RESPReadAnswer.dbsize, verb: command.verb, arguments: 0,
                             argument: { _ in fatalError("DBSIZE has no arguments") }, connection)
             }
         case .command:
@@ -589,7 +589,8 @@ extension Worker {
         case .failure(let problem): return respError(problem, connection)
         }
         if options.limit == 0 { return writeScanReply(arguments, userIds: [], limit: 0, connection) }
-        readListing(.respScan(after: options.after, limit: options.limit), verb: .scan, arguments: arguments.count,
+        readListing(.scan(after: options.after, limit: options.limit), answer: RESPReadAnswer.scan(limit: options.limit),
+                    verb: .scan, arguments: arguments.count,
                     argument: { arguments[$0] }, connection)
     }
 
@@ -731,5 +732,38 @@ extension Worker {
         let version = connection.resp!.version
         reserve(RESPEncoder.mapHeaderCount(pairs, version), connection)
         out.count += RESPEncoder.writeMapHeader(pairs, version, to: out.end)
+    }
+}
+
+/// How RESP answers a read the fetchers (or, for DBSIZE and SCAN, the worker) made.
+enum RESPReadAnswer: ReadAnswer {
+    /// A key read, or EXISTS; the job's arguments are the request's.
+    case command(RESPCommandName)
+    /// DBSIZE.
+    case dbsize
+    /// SCAN of `limit` profiles; the job's arguments are the request's, read again for MATCH.
+    case scan(limit: Int)
+
+    func write(_ job: ReadJob, on worker: Worker) {
+        let connection = job.connection
+        if let failure = job.failure { return worker.respStoreFailure(failure, connection) }
+        if case .dbsize = self { return worker.respInteger(job.count, connection) }
+        var views: [UnsafeRawBufferPointer] = []
+        for index in 0..<job.argumentCount { views.append(job.argument(index)) }
+        views.withUnsafeBufferPointer { arguments in
+            switch self {
+            case .command(.exists):
+                var found = 0
+                for index in job.lookups.indices where job.profile(index) != nil { found += 1 }
+                worker.respInteger(found, connection)
+            case .command(let command):
+                worker.writeKeyRead(command, arguments, job.lookups.isEmpty ? nil : job.profile(0), connection)
+            case .scan(let limit):
+                worker.writeScanReply(arguments, userIds: (0..<job.rowCount).map { Array(job.row($0).userId) }, limit: limit,
+                                      connection)
+            case .dbsize:
+                preconditionFailure("answered above")
+            }
+        }
     }
 }

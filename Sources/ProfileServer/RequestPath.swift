@@ -213,13 +213,14 @@ extension Worker {
                 failStore(since: mark, on: connection, error)
             }
         case .count:
-            readListing(.count(.line), verb: .count, arguments: 0, argument: { _ in fatalError("COUNT has no arguments") },
-                        connection)
+            readListing(.count, answer: LineReadAnswer.count, verb: .count, arguments: 0,
+                        argument: { _ in fatalError("COUNT has no arguments") }, connection)
         case .recent(let limit):
-            readListing(.recent(limit: limit), verb: .recent, arguments: 0,
+            readListing(.recent(limit: limit), answer: LineReadAnswer.rows, verb: .recent, arguments: 0,
                         argument: { _ in fatalError("RECENT's limit is in its request") }, connection)
         case .scan(let after, let limit):
-            readListing(.scan(limit: limit), verb: .scan, arguments: 1, argument: { _ in after }, connection)
+            readListing(.scan(after: Array(after), limit: limit), answer: LineReadAnswer.rows, verb: .scan, arguments: 0,
+                        argument: { _ in fatalError("SCAN's arguments are in its request") }, connection)
         case .stats:
             writeStatistics(connection)
         case .auth(let token):
@@ -228,28 +229,34 @@ extension Worker {
             reply(ReplyEncoder.bye, connection)
             connection.phase = .closing
         case .set:
-            enqueue(.set, .set, arguments: 3, connection)
+            enqueue(SmallList(CollectionOfOne(JobOperation(kind: .put, userId: 0, name: .set(1), portraitUri: .set(2)))), .stored, .set, arguments: 3, connection)
         case .mset(let triples):
-            enqueue(.mset(triples: triples), .mset, arguments: 3 * triples, connection)
+            let operations = SmallList((0..<triples).lazy.map {
+                JobOperation(kind: .put, userId: 3 * $0, name: .set(3 * $0 + 1), portraitUri: .set(3 * $0 + 2))
+            })
+            enqueue(operations, .storedCount(triples), .mset, arguments: 3 * triples, connection)
         case .update(let userId, let name, let portraitUri):
-            let write = WriteJob.LineWrite.update(hasName: name != nil, hasPortraitUri: portraitUri != nil)
-            // At most three views, without an array: the id, then the fields given, in order.
+            // The id, then the fields given, in order: at most three views, without an array.
             let second = name ?? portraitUri!
             let count = name != nil && portraitUri != nil ? 3 : 2
-            submit(WriteJob(connection: connection, request: .line(write), verb: .update, arguments: count) {
-                $0 == 0 ? userId : $0 == 1 ? second : portraitUri!
-            }, connection)
+            let update = JobOperation(kind: .patch(createsMissing: false, removesEmptied: false), userId: 0,
+                                      name: name != nil ? .set(1) : .keep, portraitUri: portraitUri != nil ? .set(count - 1) : .keep)
+            submit(WriteJob(connection: connection, operations: SmallList(CollectionOfOne(update)), answer: LineWriteAnswer.updated, verb: .update,
+                            arguments: count) { $0 == 0 ? userId : $0 == 1 ? second : portraitUri! },
+                   connection)
         case .del:
-            enqueue(.del, .del, arguments: 1, connection)
+            enqueue(SmallList(CollectionOfOne(JobOperation(kind: .remove, userId: 0))), .deleted, .del, arguments: 1, connection)
         case .flushall:
-            enqueue(.flushAll, .flushall, arguments: 0, connection)
+            enqueue(SmallList(CollectionOfOne(JobOperation(kind: .removeAll, userId: -1))), .flushed, .flushall, arguments: 0, connection)
         }
     }
 
-    private func enqueue(_ write: WriteJob.LineWrite, _ verb: Verb, arguments: Int, _ connection: Connection) {
+    private func enqueue(_ operations: SmallList<JobOperation>, _ answer: LineWriteAnswer, _ verb: Verb, arguments: Int,
+                         _ connection: Connection) {
         let decoder = self.decoder
-        submit(WriteJob(connection: connection, request: .line(write), verb: verb, arguments: arguments) { decoder.argument($0) },
-               connection)
+        submit(WriteJob(connection: connection, operations: operations, answer: answer, verb: verb, arguments: arguments) {
+            decoder.argument($0)
+        }, connection)
     }
 
     /// Queues a job for the writer at the end of the pass; its answer comes back to this worker.
@@ -373,7 +380,8 @@ extension Worker {
                 try connection.unfinishedLookups!.withNext { try lookUp($0, exists: false, on: connection) }
             } catch is NeedsFetch {
                 connection.unfinishedLookups!.withRemaining { count, id in
-                    submitFetch(.restOfMGET, verb: .mget, arguments: count, argument: id, lookups: Array(0..<count),
+                    submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, verb: nil, arguments: count, argument: id,
+                                lookups: Array(0..<count),
                                 keyPrefix: 0, tickets: (0..<count).map { fillTicket(id($0)) }, connection)
                 }
                 connection.unfinishedLookups = nil
@@ -399,7 +407,7 @@ extension Worker {
         connection.phase = .closing
     }
 
-    private func appendAbsent(_ userId: UnsafeRawBufferPointer, exists: Bool, _ connection: Connection) {
+    func appendAbsent(_ userId: UnsafeRawBufferPointer, exists: Bool, _ connection: Connection) {
         if exists {
             reply(ReplyEncoder.no, connection)
         } else {
@@ -499,31 +507,6 @@ extension Worker {
         }
     }
 
-    /// Writes the answer of a line-protocol write.
-    func writeLineAnswer(_ job: WriteJob) {
-        let connection = job.connection
-        if let failure = job.failure {
-            reply(storeFailure: failure, to: connection)
-            return
-        }
-        switch job.lineOutcome {
-        case .stored:
-            reply(ReplyEncoder.stored, connection)
-        case .storedCount(let n):
-            reply("STORED", number: n, connection)
-        case .updated:
-            reply(ReplyEncoder.updated, connection)
-        case .deleted:
-            reply(ReplyEncoder.deleted, connection)
-        case .flushed:
-            reply(ReplyEncoder.ok, connection)
-        case .notFound:
-            appendAbsent(job.argument(0), exists: false, connection)
-        case .pending:
-            preconditionFailure("a write job came back unanswered")
-        }
-    }
-
     func writeStatistics(_ connection: Connection) {
         context.workerStatistics[index].publish(counters)
         let snapshot = context.snapshot()
@@ -538,5 +521,89 @@ extension Worker {
             out.count += ReplyEncoder.writeStatLine(name: name, value: UInt64(clamping: value), to: out.end)
         }
         reply(ReplyEncoder.end, connection)
+    }
+}
+
+/// How the line protocol answers a write: the reply its verb gives once committed.
+enum LineWriteAnswer: WriteAnswer {
+    /// SET: STORED.
+    case stored
+    /// MSET: STORED and the count of profiles.
+    case storedCount(Int)
+    /// UPDATE: UPDATED, or NOT_FOUND when there was no profile.
+    case updated
+    /// DEL: DELETED, or NOT_FOUND.
+    case deleted
+    /// FLUSHALL: OK.
+    case flushed
+
+    func write(_ job: WriteJob, on worker: Worker) {
+        let connection = job.connection
+        if let failure = job.failure { return worker.reply(storeFailure: failure, to: connection) }
+        switch self {
+        case .stored: worker.reply(ReplyEncoder.stored, connection)
+        case .storedCount(let n): worker.reply("STORED", number: n, connection)
+        case .updated: replyIfFound(ReplyEncoder.updated, job, worker)
+        case .deleted: replyIfFound(ReplyEncoder.deleted, job, worker)
+        case .flushed: worker.reply(ReplyEncoder.ok, connection)
+        }
+    }
+
+    /// `found` when the profile existed before the write, else NOT_FOUND.
+    private func replyIfFound(_ found: StaticString, _ job: WriteJob, _ worker: Worker) {
+        if job.results[0].before.exists {
+            worker.reply(found, job.connection)
+        } else {
+            worker.appendAbsent(job.argument(0), exists: false, job.connection)
+        }
+    }
+}
+
+/// How the line protocol answers a read the fetchers (or, for a listing, the worker) made.
+enum LineReadAnswer: ReadAnswer {
+    /// GET, EXISTS or MGET: a line per id, then END after an MGET's.
+    case lookups(Verb)
+    /// The ids an MGET had left once part of its reply was sent (`Worker.continueLookups`): the
+    /// rest of its reply, then END; a failure closes the connection, as no error can replace
+    /// what was sent.
+    case restOfMGET
+    /// COUNT.
+    case count
+    /// RECENT or SCAN: a VALUE line per profile, then END.
+    case rows
+
+    func write(_ job: ReadJob, on worker: Worker) {
+        let connection = job.connection
+        if let failure = job.failure {
+            if case .restOfMGET = self { return worker.abandonPartlySentMGET(on: connection, failure) }
+            return worker.reply(storeFailure: failure, to: connection)
+        }
+        switch self {
+        case .lookups(let verb):
+            writeLookups(job, verb, worker)
+        case .restOfMGET:
+            writeLookups(job, .mget, worker)
+        case .count:
+            worker.reply("COUNT", number: job.count, connection)
+        case .rows:
+            for index in 0..<job.rowCount { worker.appendValueLine(job.row(index), connection) }
+            worker.reply(ReplyEncoder.end, connection)
+        }
+    }
+
+    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ worker: Worker) {
+        let connection = job.connection
+        for index in job.lookups.indices {
+            let values = job.profile(index)
+            if verb == .exists {
+                worker.reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
+            } else if let values {
+                worker.appendValueLine(ProfileRow(userId: job.userId(index), name: values.name, portraitUri: values.portraitUri),
+                                       connection)
+            } else {
+                worker.appendAbsent(job.userId(index), exists: false, connection)
+            }
+        }
+        if verb == .mget { worker.reply(ReplyEncoder.end, connection) }
     }
 }

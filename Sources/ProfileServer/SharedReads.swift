@@ -51,8 +51,8 @@ extension Worker {
             takeBack(since: mark, on: connection)
             counters = countersBefore
             if reason == .leaseExpired { counters.leaseExpiredReads += 1 }
-            submitFetch(.line(verb), verb: verb, arguments: count, argument: id, lookups: Array(0..<count), keyPrefix: 0,
-                        tickets: (0..<count).map { fillTicket(id($0)) }, connection)
+            submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), verb: verb, arguments: count, argument: id,
+                        lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { fillTicket(id($0)) }, connection)
         } catch {
             // The cache never throws anything else here.
             preconditionFailure("a shared lookup failed with \(error)")
@@ -69,43 +69,24 @@ extension Worker {
     }
 
     /// Queues a read for the fetchers at the end of the pass; its answer comes back to this worker.
-    func submitFetch(_ request: ReadJob.Request, verb: Verb, arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer,
-                     lookups: [Int], keyPrefix: Int, tickets: [FillTicket?], _ connection: Connection) {
-        fetchJobs.append(ReadJob(connection: connection, request: request, verb: verb, arguments: count, argument: argument,
-                                 lookups: lookups, keyPrefix: keyPrefix, tickets: tickets))
+    func submitFetch(_ read: ReadJob.Read, answer: any ReadAnswer, verb: Verb?, arguments count: Int,
+                     argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?],
+                     _ connection: Connection) {
+        fetchJobs.append(ReadJob(connection: connection, read: read, answer: answer, verb: verb, arguments: count,
+                                 argument: argument, lookups: lookups, keyPrefix: keyPrefix, tickets: tickets))
         connection.readsInFlight += 1
-    }
-
-    /// A fetched GET, EXISTS or MGET of the line protocol (or the rest of an MGET): a line per
-    /// id, then END after an MGET's.
-    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ connection: Connection) {
-        for index in job.lookups.indices {
-            let userId = job.userId(index)
-            switch (verb, job.profile(index)) {
-            case (.exists, let values):
-                reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
-            case (_, let values?):
-                appendValueLine(ProfileRow(userId: userId, name: values.name, portraitUri: values.portraitUri), connection)
-            case (_, nil):
-                reserve(ReplyEncoder.notFoundLineCount(userId: userId), connection)
-                out.count += ReplyEncoder.writeNotFoundLine(userId: userId, to: out.end)
-            }
-        }
-        if verb == .mget {
-            reply(ReplyEncoder.end, connection)
-        }
     }
 
     /// COUNT, RECENT and the SCANs of either front: read at once on this worker's own reader of
     /// a store it reads itself, or queued for the fetchers of a shared one; answered by
     /// `answerFetched` either way.
-    func readListing(_ request: ReadJob.Request, verb: Verb, arguments count: Int,
+    func readListing(_ read: ReadJob.Read, answer: any ReadAnswer, verb: Verb, arguments count: Int,
                      argument: (Int) -> UnsafeRawBufferPointer, _ connection: Connection) {
         guard let reader else {
-            return submitFetch(request, verb: verb, arguments: count, argument: argument, lookups: [], keyPrefix: 0,
+            return submitFetch(read, answer: answer, verb: verb, arguments: count, argument: argument, lookups: [], keyPrefix: 0,
                                tickets: [], connection)
         }
-        let job = ReadJob(connection: connection, request: request, verb: verb, arguments: count, argument: argument,
+        let job = ReadJob(connection: connection, read: read, answer: answer, verb: verb, arguments: count, argument: argument,
                           lookups: [], keyPrefix: 0, tickets: [])
         do {
             try beginReadTransaction()
@@ -120,12 +101,12 @@ extension Worker {
     /// what it found (where the cache may take it) and writes the reply as the request's front
     /// words it.
     func answerFetched(_ job: ReadJob) {
-        let connection = job.connection
-        if let failure = job.failure {
-            if case .restOfMGET = job.request { return abandonPartlySentMGET(on: connection, failure) }
-            if connection.front == .resp { respStoreFailure(failure, connection) } else { reply(storeFailure: failure, to: connection) }
-            return
-        }
+        if job.failure == nil { fillCache(from: job) }
+        job.answer.write(job, on: self)
+    }
+
+    /// Puts the profiles a job read into the cache, where it may take them, and counts the lookups.
+    private func fillCache(from job: ReadJob) {
         for index in job.lookups.indices {
             counters.getLookups += 1
             counters.cacheMisses += 1
@@ -140,37 +121,6 @@ extension Worker {
                 context.cache.fill(userId, profile: nil, ticket: ticket)
             }
         }
-        switch job.request {
-        case .line(let verb):
-            writeLookups(job, verb, connection)
-        case .restOfMGET:
-            writeLookups(job, .mget, connection)
-        case .count(.line):
-            reply("COUNT", number: job.count, connection)
-        case .count(.resp):
-            respInteger(job.count, connection)
-        case .recent, .scan:
-            for index in 0..<job.rowCount { appendValueLine(job.row(index), connection) }
-            reply(ReplyEncoder.end, connection)
-        case .resp(let command):
-            var views: [UnsafeRawBufferPointer] = []
-            for index in 0..<job.argumentCount { views.append(job.argument(index)) }
-            views.withUnsafeBufferPointer { arguments in
-                if command == .exists {
-                    var found = 0
-                    for index in job.lookups.indices where job.profile(index) != nil { found += 1 }
-                    respInteger(found, connection)
-                } else {
-                    writeKeyRead(command, arguments, job.lookups.isEmpty ? nil : job.profile(0), connection)
-                }
-            }
-        case .respScan(_, let limit):
-            var views: [UnsafeRawBufferPointer] = []
-            for index in 0..<job.argumentCount { views.append(job.argument(index)) }
-            views.withUnsafeBufferPointer { arguments in
-                writeScanReply(arguments, userIds: (0..<job.rowCount).map { Array(job.row($0).userId) }, limit: limit, connection)
-            }
-        }
     }
 
     /// A RESP key read or EXISTS that the cache could not answer: all of it from the store.
@@ -179,7 +129,8 @@ extension Worker {
         let keys = command == .exists ? Array(1..<arguments.count) : [1]
         let lookups = keys.filter { context.respKeyspace.userId(ofKey: arguments[$0]) != nil }
         let prefix = context.configuration.respKeyPrefix.count
-        submitFetch(.resp(command), verb: command.verb, arguments: arguments.count, argument: { arguments[$0] },
+        submitFetch(.lookups, answer: RESPReadAnswer.command(command), verb: command.verb, arguments: arguments.count,
+                    argument: { arguments[$0] },
                     lookups: lookups, keyPrefix: prefix,
                     tickets: lookups.map { fillTicket(UnsafeRawBufferPointer(rebasing: arguments[$0][prefix...])) }, connection)
     }

@@ -296,10 +296,7 @@ final class Worker: @unchecked Sendable {
         precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
         connection.unansweredWrites.removeFirst()
         guard connection.phase != .closed else { return false }
-        switch job.request {
-        case .line: writeLineAnswer(job)
-        case .resp(let write): writeRESPAnswer(job, write)
-        }
+        job.answer.write(job, on: self)
         releaseHeldReplies(connection)
         return true
     }
@@ -327,9 +324,8 @@ final class Worker: @unchecked Sendable {
         beginPass(at: now)
         let latency = context.latency[index]
         for job in fetched {
-            // The rest of an MGET was counted with its start.
-            if case .restOfMGET = job.request {} else {
-                latency.record(job.verb, nanos: now - job.startNanos, count: 1)
+            if let verb = job.verb {
+                latency.record(verb, nanos: now - job.startNanos, count: 1)
                 requestsAnswered += 1
             }
             let connection = job.connection

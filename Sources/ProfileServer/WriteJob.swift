@@ -1,6 +1,6 @@
+import ProfileModel
 import ProfileProtocol
 import ProfileStore
-import RESPProtocol
 
 /// The arguments of a request, copied into one allocation: `count` ends (UInt32, where each
 /// argument stops, counted from the first argument byte), then the arguments back to back.
@@ -38,58 +38,60 @@ struct ArgumentStore: ~Copyable {
     }
 }
 
+/// How a front words the answer to a write it sent to the writer: each front keeps, with the
+/// job, what it needs to know of the request, and reads what the commit did from the job.
+///
+/// Made by a worker with its job, used by that worker when the job is answered.
+protocol WriteAnswer {
+    /// Writes the job's answer (its reply, or the store's failure) on the worker that took it.
+    func write(_ job: WriteJob, on worker: Worker)
+}
+
 /// One write request (or RESP transaction) on its way to the writer thread and back: a unit of
-/// the store's write path, all of whose operations commit together.
+/// the store's write path, all of whose operations commit together. The operations are the
+/// store's, the same for every front; only `answer` knows which front asked.
 ///
 /// Created by a worker, executed by the writer, answered by the same worker: each side
 /// touches it only while the other cannot (the queue hand-offs order the accesses).
 final class WriteJob: WriteUnit, @unchecked Sendable {
-    /// What was asked, in the words of the front that asked it: how the operations are read
-    /// from the arguments, and how the answer is written.
-    enum Request {
-        case line(LineWrite)
-        case resp(RESPWrite)
-    }
-
-    /// A line-protocol write: its operations come straight from its arguments.
-    enum LineWrite {
-        case set
-        case mset(triples: Int)
-        case update(hasName: Bool, hasPortraitUri: Bool)
-        case del
-        case flushAll
-    }
-
-    /// How a line-protocol write went.
-    enum LineOutcome {
-        case pending
-        case stored
-        case storedCount(Int)
-        case updated
-        case deleted
-        case notFound
-        case flushed
+    /// What the commit did to one operation.
+    struct Result {
+        var before: ProfileState
+        var after: ProfileState
+        /// For a read: where its values were copied in `readValues`.
+        var name: Range<Int> = 0..<0
+        var portraitUri: Range<Int> = 0..<0
     }
 
     let connection: Connection
     /// The worker that took the request, which gets the answer: the writer reads nothing of
     /// the connection, whose `worker` changes when it moves (it never moves with writes in flight).
     unowned let worker: Worker
-    let request: Request
     private let arguments: ArgumentStore
+    /// The store operations, their values named by argument index.
+    private let operations: SmallList<JobOperation>
+    /// Bytes before each id in its argument (a RESP key's prefix).
+    private let keyPrefix: Int
+    /// How the front words the answer.
+    let answer: any WriteAnswer
     /// The verb whose latency the answer ends.
     let verb: Verb
-    var lineOutcome = LineOutcome.pending
+    /// What the commit did, by operation; empty until it committed.
+    private(set) var results = SmallList<Result>()
+    /// The values the unit's reads found, copied while the commit's views were valid.
+    private var readValues: [UInt8] = []
     /// Set when the commit failed: the reason for the client, naming no file.
     var failure: String?
     /// When the worker took the request, for its latency.
     let startNanos: Int
 
-    init(connection: Connection, request: Request, verb: Verb, arguments count: Int,
-         argument: (Int) -> UnsafeRawBufferPointer) {
+    init(connection: Connection, operations: SmallList<JobOperation>, keyPrefix: Int = 0, answer: any WriteAnswer, verb: Verb,
+         arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
         self.connection = connection
         worker = connection.worker
-        self.request = request
+        self.operations = operations
+        self.keyPrefix = keyPrefix
+        self.answer = answer
         self.verb = verb
         startNanos = worker.passStart
         arguments = ArgumentStore(count: count, argument: argument)
@@ -100,42 +102,37 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
 
     // MARK: WriteUnit
 
-    var operationCount: Int {
-        switch request {
-        case .line(.mset(let triples)): triples
-        case .line: 1
-        case .resp(let write): write.operations.count
-        }
-    }
+    var operationCount: Int { operations.count }
 
     /// Views into the job's own arguments: valid through the commit.
     func operation(at index: Int) -> WriteOperation {
-        switch request {
-        case .line(.set), .line(.mset):
-            return .put(userId: argument(3 * index), name: argument(3 * index + 1), portraitUri: argument(3 * index + 2))
-        case .line(.update(let hasName, let hasPortraitUri)):
-            let name: FieldEdit = hasName ? .set(argument(1)) : .keep
-            let portraitUri: FieldEdit = hasPortraitUri ? .set(argument(hasName ? 2 : 1)) : .keep
-            return .patch(userId: argument(0), name: name, portraitUri: portraitUri,
-                          createsMissing: false, removesEmptied: false)
-        case .line(.del):
-            return .remove(userId: argument(0))
-        case .line(.flushAll):
-            return .removeAll
-        case .resp(let write):
-            return write.operation(at: index, argument)
-        }
+        operations[index].writeOperation({ arguments.argument($0) }, keyPrefix: keyPrefix)
     }
 
     /// Takes in what the commit did, on the writer's thread, while the outcomes are valid.
     func record(_ outcomes: WriteOutcomes) {
-        switch request {
-        case .line(.set): lineOutcome = .stored
-        case .line(.mset(let triples)): lineOutcome = .storedCount(triples)
-        case .line(.update): lineOutcome = outcomes.before(0).exists ? .updated : .notFound
-        case .line(.del): lineOutcome = outcomes.before(0).exists ? .deleted : .notFound
-        case .line(.flushAll): lineOutcome = .flushed
-        case .resp(let write): write.record(outcomes)
+        for index in 0..<operations.count {
+            var result = Result(before: outcomes.before(index), after: .absent)
+            if let row = outcomes.after(index) {
+                result.after = .present(hasName: row.name.count > 0, hasPortraitUri: row.portraitUri.count > 0)
+                if case .read = operations[index].kind {
+                    result.name = readValues.count..<readValues.count + row.name.count
+                    readValues.append(contentsOf: row.name)
+                    result.portraitUri = readValues.count..<readValues.count + row.portraitUri.count
+                    readValues.append(contentsOf: row.portraitUri)
+                }
+            }
+            results.append(result)
+        }
+    }
+
+    /// A read's values, as the commit found them; nil when there was no profile.
+    func values(ofRead index: Int) -> ProfileValues? {
+        let result = results[index]
+        guard result.before.exists else { return nil }
+        return readValues.withUnsafeBytes { bytes in
+            ProfileValues(name: UnsafeRawBufferPointer(rebasing: bytes[result.name]),
+                          portraitUri: UnsafeRawBufferPointer(rebasing: bytes[result.portraitUri]))
         }
     }
 }
@@ -193,5 +190,30 @@ struct JobOperation {
         case .read: return .read(userId: id)
         case .removeAll: return .removeAll
         }
+    }
+}
+
+/// A list that keeps its first element inline: most jobs have one operation, and then their
+/// lists cost no allocation.
+///
+/// A plain value; used by the threads its owner is handed between.
+struct SmallList<Element> {
+    private var first: Element?
+    private var rest: [Element] = []
+
+    init() {}
+
+    init(_ elements: some Sequence<Element>) {
+        for element in elements { append(element) }
+    }
+
+    var count: Int { first == nil ? 0 : 1 + rest.count }
+
+    subscript(index: Int) -> Element {
+        index == 0 ? first! : rest[index - 1]
+    }
+
+    mutating func append(_ element: Element) {
+        if first == nil { first = element } else { rest.append(element) }
     }
 }
