@@ -4,7 +4,8 @@ import ProfileModel
 import ProfileProtocol
 import ProfileTLS
 
-/// The protocol a listener speaks, and so every connection it accepted.
+/// The protocol a listener speaks, and so every connection it accepted: the one place that
+/// chooses a connection's front, and so its `FrontSession`.
 ///
 /// A plain value; any thread may use it.
 enum Front: Sendable {
@@ -12,6 +13,72 @@ enum Front: Sendable {
     case line
     /// RESP, profiles as Redis hashes (docs/RESP.md).
     case resp
+
+    /// A new connection's session on `worker`; `id` is RESP's `CLIENT ID`.
+    func makeSession(on worker: Worker, id: Int) -> any FrontSession {
+        switch self {
+        case .line: worker.lineSession
+        case .resp: RESPSession(id: id, inputLimit: worker.respDecoder.limits.receiveBufferBytes)
+        }
+    }
+
+    /// What the log says of a listener's protocol: nothing for the line protocol, which
+    /// every listener spoke before RESP's.
+    var logFields: [(key: String, value: String)] {
+        switch self {
+        case .line: []
+        case .resp: [("proto", "resp")]
+        }
+    }
+
+    /// The reply a connection past `--max-connections` gets before it is closed.
+    var busyReply: StaticString {
+        switch self {
+        case .line: "ERROR BUSY too many connections\n"
+        case .resp: "-ERR max number of clients reached\r\n"
+        }
+    }
+}
+
+/// A connection's protocol as the worker sees it: what it makes of received bytes, and what it
+/// keeps between requests. The worker's event loop, its jobs and its replies' budget are the
+/// same for every front; a front's session is the only thing that knows its wire format.
+///
+/// Owned by its connection (the line protocol's, which keeps nothing, is shared by a worker's
+/// connections), and used by the worker thread that holds the connection.
+protocol FrontSession: AnyObject {
+    /// The most received bytes the front needs to hold to answer: its longest request.
+    var inputLimit: Int { get }
+    /// What the session holds between requests beyond the connection's buffers (a queued
+    /// transaction), counted in the clients' memory.
+    var heldBytes: Int { get }
+    /// Serves the whole requests at the start of `bytes`; returns how many bytes it used.
+    ///
+    /// Stops early at the per-wake-up budget, when replies pile up, when a request must wait
+    /// for this connection's jobs in flight, and at a request that ends the connection; sets
+    /// `needsMoreInput` when it stopped for want of bytes.
+    func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int
+    /// Drops what it holds: the connection closed.
+    func release()
+}
+
+/// The line protocol's session: it keeps nothing between requests.
+///
+/// One per worker, used by that worker's thread only.
+final class LineSession: FrontSession {
+    let inputLimit: Int
+
+    init(inputLimit: Int) {
+        self.inputLimit = inputLimit
+    }
+
+    var heldBytes: Int { 0 }
+
+    func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
+        worker.handleLines(connection, bytes, count)
+    }
+
+    func release() {}
 }
 
 /// One client connection, from accept to close.
@@ -32,9 +99,8 @@ final class Connection {
     }
 
     let fd: Int32
-    let front: Front
-    /// RESP's state between requests; nil on a line-protocol connection.
-    let resp: RESPSession?
+    /// What the connection's protocol keeps, and how it serves its input.
+    let session: any FrontSession
     unowned var worker: Worker
     var phase = Phase.serving
     var role: Role
@@ -61,7 +127,7 @@ final class Connection {
     /// The peer shut down its sending side: answer what arrived, then close.
     var peerClosed = false
 
-    /// Received bytes not yet handled, at most the front's input limit.
+    /// Received bytes not yet handled, at most the session's input limit.
     var pending: PendingInput
     /// The last pass over the input stopped for want of bytes: what is pending is the start
     /// of a request, not a whole one left for later.
@@ -89,15 +155,14 @@ final class Connection {
     var reading = false
     var writing = false
 
-    init(fd: Int32, front: Front, tls: TLSSession?, worker: Worker, role: Role, inputLimit: Int, respSessionId: Int) {
+    init(fd: Int32, session: any FrontSession, tls: TLSSession?, worker: Worker, role: Role) {
         self.fd = fd
-        self.front = front
+        self.session = session
         self.tls = tls
         handshaking = tls != nil
-        resp = front == .resp ? RESPSession(id: respSessionId) : nil
         self.worker = worker
         self.role = role
-        pending = PendingInput(limit: inputLimit)
+        pending = PendingInput(limit: session.inputLimit)
         output = evbuffer_new()
     }
 
@@ -108,10 +173,10 @@ final class Connection {
     var queuedOutput: Int { evbuffer_get_length(output) }
 
     /// What the connection holds now: input kept, unsent replies, replies held for order, an
-    /// unfinished MGET's ids and a RESP transaction's queue.
+    /// unfinished MGET's ids and what the session holds (a RESP transaction's queue).
     var memoryBytes: Int {
         pending.capacity + queuedOutput + heldReplies.byteCount + (unfinishedLookups?.byteCount ?? 0)
-            + (resp?.transaction?.bytes ?? 0) + (tls == nil ? 0 : Self.tlsBufferBytes)
+            + session.heldBytes + (tls == nil ? 0 : Self.tlsBufferBytes)
     }
 
     /// Whether a pass has something to serve without more input: an unfinished MGET, or
@@ -153,6 +218,6 @@ final class Connection {
         heldReplies.removeAll()
         unfinishedLookups = nil
         evbuffer_drain(output, evbuffer_get_length(output))
-        resp?.transaction = nil
+        session.release()
     }
 }

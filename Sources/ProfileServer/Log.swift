@@ -45,6 +45,10 @@ public enum Log {
     public static func info(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
         write(.info, message, fields)
     }
+    /// `info` with fields made at run time, in their order.
+    public static func info(_ message: String, _ fields: [(key: String, value: String)]) {
+        write(.info, message, fields)
+    }
     public static func warn(_ message: String, _ fields: KeyValuePairs<String, String> = [:]) {
         write(.warn, message, fields)
     }
@@ -52,7 +56,7 @@ public enum Log {
         write(.error, message, fields)
     }
 
-    static func write(_ level: LogLevel, _ message: String, _ fields: KeyValuePairs<String, String>) {
+    static func write(_ level: LogLevel, _ message: String, _ fields: some Sequence<(key: String, value: String)>) {
         guard level >= self.level else { return }
         var line = "ts=\(timestamp()) level=\(level.name) msg=\(quoted(message))"
         for (key, value) in fields {

@@ -14,9 +14,9 @@ import WireBytes
 extension Worker {
     // MARK: Requests
 
-    /// RESP's `handleInput`: serves every whole request at the start of `bytes`.
-    func handleRESPRequests(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
-        let session = connection.resp!
+    /// RESP's `FrontSession.serve`: serves every whole request at the start of `bytes`.
+    func handleRESPRequests(_ connection: Connection, _ session: RESPSession, _ bytes: UnsafeMutableRawPointer,
+                            _ count: Int) -> Int {
         var used = 0
         var budget = context.configuration.requestsPerWakeup
         if session.decodeState == RESPDecodeState() { prefetchRESPKeys(bytes, count) }
@@ -59,7 +59,7 @@ extension Worker {
     /// may go on.
     private func serveRESP(_ connection: Connection) -> Bool {
         let arguments = respDecoder.arguments
-        let session = connection.resp!
+        let session = connection.resp
         let writesWaiting = connection.writesInFlight > 0
         let readsWaiting = connection.readsInFlight > 0
         let waiting = writesWaiting || readsWaiting
@@ -163,7 +163,7 @@ extension Worker {
     /// Called only when nothing the reply could overtake is in flight (writes may be, for EXEC).
     private func serveInTransaction(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                                     _ transaction: RESPTransaction, _ connection: Connection) -> Bool {
-        let session = connection.resp!
+        let session = connection.resp
         let waiting = connection.jobsInFlight > 0
         switch command {
         case .exec:
@@ -331,7 +331,7 @@ extension Worker {
                 if command == .hgetall {
                     // Room first, so the reply is written from the cached entry itself.
                     reserve(Self.respHeldReplyRoom(command, arguments.count), connection)
-                    let version = connection.resp!.version
+                    let version = connection.resp.version
                     let end = out.end
                     out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
                 } else {
@@ -446,7 +446,7 @@ extension Worker {
             respArrayHeader(arguments.count - 2, connection)
             for field in arguments.dropFirst(2) { respField(values, ProfileField(field)!, connection) }
         case .hgetall:
-            let version = connection.resp!.version
+            let version = connection.resp.version
             reserve(RESPEncoder.profileHashCount(values, version), connection)
             out.count += RESPEncoder.writeProfileHash(values, version, to: out.end)
         case .hkeys, .hvals:
@@ -477,7 +477,7 @@ extension Worker {
 
     /// `HELLO`: the codec reads it (`RESPHello`); authentication and the name are the server's.
     private func hello(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        let session = connection.resp!
+        let session = connection.resp
         let hello: RESPHello
         switch RESPHello.parse(arguments) {
         case .success(let parsed): hello = parsed
@@ -501,7 +501,7 @@ extension Worker {
     }
 
     private func client(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        let session = connection.resp!
+        let session = connection.resp
         let sub = arguments[1]
         func wrongCount(_ subcommand: StaticString) {
             counters.errors += 1
@@ -718,7 +718,7 @@ extension Worker {
     }
 
     func respNull(_ connection: Connection) {
-        let null = RESPEncoder.nullBulkString(connection.resp!.version)
+        let null = RESPEncoder.nullBulkString(connection.resp.version)
         reserve(null.utf8CodeUnitCount, connection)
         out.count += RESPEncoder.write(null, to: out.end)
     }
@@ -729,7 +729,7 @@ extension Worker {
     }
 
     func respMapHeader(_ pairs: Int, _ connection: Connection) {
-        let version = connection.resp!.version
+        let version = connection.resp.version
         reserve(RESPEncoder.mapHeaderCount(pairs, version), connection)
         out.count += RESPEncoder.writeMapHeader(pairs, version, to: out.end)
     }

@@ -4,7 +4,8 @@ import RESPProtocol
 /// What a RESP connection carries from one request to the next.
 ///
 /// Owned by its connection, and used by the worker thread that holds the connection.
-final class RESPSession {
+final class RESPSession: FrontSession {
+    let inputLimit: Int
     /// How far the decoder got into a request that has not fully arrived.
     var decodeState = RESPDecodeState()
     var version = RESPVersion.resp2
@@ -15,9 +16,23 @@ final class RESPSession {
     /// Set between MULTI and EXEC or DISCARD.
     var transaction: RESPTransaction? = nil
 
-    init(id: Int) {
+    init(id: Int, inputLimit: Int) {
         self.id = id
+        self.inputLimit = inputLimit
     }
+
+    var heldBytes: Int { transaction?.bytes ?? 0 }
+
+    func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
+        worker.handleRESPRequests(connection, self, bytes, count)
+    }
+
+    func release() { transaction = nil }
+}
+
+extension Connection {
+    /// The session of a connection of the RESP front; only RESP's request path asks.
+    var resp: RESPSession { unsafeDowncast(session, to: RESPSession.self) }
 }
 
 /// The commands a MULTI queued, each checked when it was queued.

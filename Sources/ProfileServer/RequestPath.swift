@@ -11,20 +11,14 @@ import WireBytes
 
 extension Worker {
     /// Serves the whole requests at the start of `bytes` in the connection's protocol; returns
-    /// how many bytes it used, and notes whether it stopped for want of more.
-    ///
-    /// Stops early at the per-wake-up budget, when replies pile up, when a read must wait for
-    /// this connection's writes, and at a request that ends the connection.
+    /// how many bytes it used, and notes whether it stopped for want of more (`FrontSession.serve`).
     func handleInput(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         connection.needsMoreInput = false
-        switch connection.front {
-        case .line: return handleLines(connection, bytes, count)
-        case .resp: return handleRESPRequests(connection, bytes, count)
-        }
+        return connection.session.serve(bytes, count, on: connection, by: self)
     }
 
-    /// The line protocol's `handleInput`.
-    private func handleLines(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+    /// The line protocol's `FrontSession.serve`.
+    func handleLines(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
         var budget = context.configuration.requestsPerWakeup
         prefetchLookups(bytes, count)

@@ -214,12 +214,7 @@ public final class Server {
                                          "scheme": configuration.metricsTLS ? "https" : "http"])
         }
         for listener in listeners {
-            switch (listener.front, listener.tls) {
-            case (.line, false): Log.info("listening", ["addr": listener.address])
-            case (.resp, false): Log.info("listening", ["proto": "resp", "addr": listener.address])
-            case (.line, true): Log.info("listening", ["tls": "yes", "addr": listener.address])
-            case (.resp, true): Log.info("listening", ["proto": "resp", "tls": "yes", "addr": listener.address])
-            }
+            Log.info("listening", listener.front.logFields + (listener.tls ? [("tls", "yes")] : []) + [("addr", listener.address)])
         }
 
         event_base_dispatch(base)
@@ -263,8 +258,7 @@ public final class Server {
                 // Over TLS nothing can be said before a handshake: the connection is only
                 // closed, as Redis does.
                 if !listener.tls {
-                    writeBestEffort(fd, listener.front == .resp ? "-ERR max number of clients reached\r\n"
-                                                                : "ERROR BUSY too many connections\n")
+                    writeBestEffort(fd, listener.front.busyReply)
                 }
                 statistics.refusedErrors.add(1, ordering: .relaxed)
                 Glibc.close(fd)

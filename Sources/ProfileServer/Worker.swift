@@ -58,6 +58,8 @@ final class Worker: @unchecked Sendable {
     // Request-path state, touched by this thread only.
     let decoder = RequestDecoder()
     let respDecoder = RESPDecoder()
+    /// Every line-protocol connection's session: it keeps nothing of its own.
+    let lineSession: LineSession
     var out: ReplyBuffer
     /// Where a connection with nothing pending reads into: its requests are served from
     /// here, and only what is left of them is copied to the connection.
@@ -101,6 +103,7 @@ final class Worker: @unchecked Sendable {
         self.context = context
         self.reader = reader
         maxLine = context.configuration.maxLine
+        lineSession = LineSession(inputLimit: maxLine)
         respKeyspace = context.respKeyspace
         cache = context.cache
         precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
@@ -202,9 +205,8 @@ final class Worker: @unchecked Sendable {
 
     private func adopt(_ fd: Int32, _ front: Front, tls: TLSSession?, sessionId: Int) {
         let role: Role = context.tokens.isEnabled ? .none : .admin
-        let limit = front == .resp ? respDecoder.limits.receiveBufferBytes : maxLine
-        let connection = Connection(fd: fd, front: front, tls: tls, worker: self, role: role, inputLimit: limit,
-                                    respSessionId: sessionId)
+        let connection = Connection(fd: fd, session: front.makeSession(on: self, id: sessionId), tls: tls, worker: self,
+                                    role: role)
         guard connection.handshaking else { return attach(connection) }
         // The timer belongs to this loop; a connection never moves before its handshake ends.
         connection.handshakeTimer = event_new(base, -1, 0, connectionHandshakeTimedOut,
