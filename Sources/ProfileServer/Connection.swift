@@ -18,7 +18,7 @@ enum Front: Sendable {
     func makeSession(on worker: Worker, id: Int) -> any FrontSession {
         switch self {
         case .line: worker.lineSession
-        case .resp: RESPSession(id: id, inputLimit: worker.respDecoder.limits.receiveBufferBytes)
+        case .resp: RESPSession(id: id, inputLimit: worker.respFront.decoder.limits.receiveBufferBytes)
         }
     }
 

@@ -1,8 +1,7 @@
 import ProfileCache
 import ProfileProtocol
-import RESPProtocol
 
-// Looking ahead over a read's pipelined lookups, on either front, so the cache's memory misses
+// Looking ahead over a read's pipelined lookups, so the cache's memory misses
 // for all of them overlap (see `ProfileCache.prefetch`). A hint only: requests are served as if
 // it never ran.
 
@@ -19,23 +18,6 @@ extension Worker {
         RequestDecoder.idsAhead(bytes, count: count, limit: Self.lookaheadSlots) { userId in
             slots[gathered] = PrefetchSlot(key: userId)
             gathered += 1
-        }
-        if gathered >= 2 {
-            cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
-        }
-    }
-
-    /// Prefetches the cache entries of the keys the first whole RESP requests of `bytes` read
-    /// (HGETALL, HGET and the other key reads), when there are two or more.
-    func prefetchRESPKeys(_ bytes: UnsafeRawPointer, _ count: Int) {
-        var gathered = 0
-        let slots = lookahead
-        let keyspace = respKeyspace
-        RESPDecoder.keysAhead(bytes, count: count, limit: Self.lookaheadSlots) { key in
-            if let userId = keyspace.possibleUserId(ofKey: key) {
-                slots[gathered] = PrefetchSlot(key: userId)
-                gathered += 1
-            }
         }
         if gathered >= 2 {
             cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))

@@ -11,21 +11,52 @@ import WireBytes
 // and answers the ones that change nothing; RESPWrites.swift turns the others into write jobs
 // and answers them once committed.
 
-extension Worker {
+/// The RESP front of one worker: decodes its connections' requests, checks each command, and
+/// answers them through the worker's request path, in RESP.
+///
+/// Owned by its worker and used by that worker's thread only.
+final class RESPFront {
+    /// The worker it belongs to, which owns it and so outlives it.
+    unowned(unsafe) let worker: Worker
+    let decoder = RESPDecoder()
+    /// The context's, held here so that the request path reads it without reference counting.
+    let keyspace: RESPKeyspace
+
+    init(worker: Worker, keyspace: RESPKeyspace) {
+        self.worker = worker
+        self.keyspace = keyspace
+    }
+
     // MARK: Requests
 
+    /// Prefetches the cache entries of the keys the first whole RESP requests of `bytes` read
+    /// (HGETALL, HGET and the other key reads), when there are two or more.
+    func prefetchKeys(_ bytes: UnsafeRawPointer, _ count: Int) {
+        var gathered = 0
+        let slots = worker.lookahead
+        let keyspace = self.keyspace
+        RESPDecoder.keysAhead(bytes, count: count, limit: Worker.lookaheadSlots) { key in
+            if let userId = keyspace.possibleUserId(ofKey: key) {
+                slots[gathered] = PrefetchSlot(key: userId)
+                gathered += 1
+            }
+        }
+        if gathered >= 2 {
+            worker.cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
+        }
+    }
+
     /// RESP's `FrontSession.serve`: serves every whole request at the start of `bytes`.
-    func handleRESPRequests(_ connection: Connection, _ session: RESPSession, _ bytes: UnsafeMutableRawPointer,
-                            _ count: Int) -> Int {
+    func serve(_ connection: Connection, _ session: RESPSession, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
-        var budget = context.configuration.requestsPerWakeup
-        if session.decodeState == RESPDecodeState() { prefetchRESPKeys(bytes, count) }
+        var budget = worker.context.configuration.requestsPerWakeup
+        if session.decodeState == RESPDecodeState() { prefetchKeys(bytes, count) }
         while used < count && budget > 0 && connection.phase == .serving {
-            if repliesReachHighWater(connection) { break }
+            if worker.repliesReachHighWater(connection) { break }
             // Restored when a request must wait: the next pass decodes it again from its start.
             let resumeAt = session.decodeState
             let input = UnsafeRawBufferPointer(start: bytes + used, count: count - used)
-            switch respDecoder.decode(input, state: &session.decodeState, authenticated: connection.role > .none) {
+            switch decoder.decode(input, state: &session.decodeState, authenticated: connection.role > .none) {
             case .needMore:
                 connection.needsMoreInput = true
                 return used
@@ -36,9 +67,9 @@ extension Worker {
                     session.decodeState = resumeAt
                     return used
                 }
-                counters.errors += 1
-                reserve(error.replyCount, connection)
-                out.count += error.write(to: out.end)
+                worker.counters.errors += 1
+                worker.reserve(error.replyCount, connection)
+                worker.out.count += error.write(to: worker.out.end)
                 connection.phase = .closing
                 return count
             case .request(let consumed):
@@ -58,7 +89,7 @@ extension Worker {
     /// queue behind them, and key reads whose replies can wait for theirs (`answerRESPAhead`)
     /// may go on.
     private func serveRESP(_ connection: Connection) -> Bool {
-        let arguments = respDecoder.arguments
+        let arguments = decoder.arguments
         let session = connection.resp
         let writesWaiting = connection.writesInFlight > 0
         let readsWaiting = connection.readsInFlight > 0
@@ -68,17 +99,17 @@ extension Worker {
         guard let command = RESPCommandName.lookup(arguments[0]) else {
             if waiting { return false }
             session.transaction?.fail()
-            counters.errors += 1
-            reserve(RESPEncoder.unknownCommandCount(arguments), connection)
-            out.count += RESPEncoder.writeUnknownCommand(arguments, to: out.end)
+            worker.counters.errors += 1
+            worker.reserve(RESPEncoder.unknownCommandCount(arguments), connection)
+            worker.out.count += RESPEncoder.writeUnknownCommand(arguments, to: worker.out.end)
             return true
         }
         if !command.arityAllows(arguments.count) {
             if waiting { return false }
             session.transaction?.fail()
-            counters.errors += 1
-            reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
-            out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: out.end)
+            worker.counters.errors += 1
+            worker.reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
+            worker.out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: worker.out.end)
             return true
         }
         if command.requiredRole > connection.role {
@@ -106,7 +137,7 @@ extension Worker {
         case _ where command.isWrite:
             // A write that cannot run is answered now, so it waits for the writes before it.
             if readsWaiting { return false }
-            if let problem = respKeyspace.checkWrite(command, arguments) {
+            if let problem = keyspace.checkWrite(command, arguments) {
                 if waiting { return false }
                 respError(problem, connection)
                 return true
@@ -133,15 +164,15 @@ extension Worker {
     /// or too much held already.
     private func answerRESPAhead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                                  _ connection: Connection) -> Bool {
-        guard reader != nil, out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
-              connection.heldReplies.byteCount < context.configuration.outputHighWater,
-              respKeyspace.checkRead(command, arguments) == nil else { return false }
+        guard worker.reader != nil, worker.out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
+              connection.heldReplies.byteCount < worker.context.configuration.outputHighWater,
+              keyspace.checkRead(command, arguments) == nil else { return false }
         let keys = command == .exists ? arguments.count - 1 : 1
         for index in 1...keys {
             // A key that names no profile is never written.
-            if let userId = respKeyspace.userId(ofKey: arguments[index]), writesInFlight(touch: userId, on: connection) { return false }
+            if let userId = keyspace.userId(ofKey: arguments[index]), worker.writesInFlight(touch: userId, on: connection) { return false }
         }
-        holdReply(on: connection) { executeRESP(command, arguments, connection) }
+        worker.holdReply(on: connection) { executeRESP(command, arguments, connection) }
         countPassCommand(command)
         return true
     }
@@ -155,7 +186,7 @@ extension Worker {
         case .hmget: argumentCount - 2
         default: ProfileField.allCases.count
         }
-        return 64 + max(storeFailureReasonBytes, values * (Limits.portraitUri + 32))
+        return 64 + max(Worker.storeFailureReasonBytes, values * (Limits.portraitUri + 32))
     }
 
     /// Between MULTI and EXEC: EXEC, DISCARD, MULTI, WATCH and QUIT act at once; every other
@@ -193,9 +224,9 @@ extension Worker {
             respSimple("OK", connection)
             connection.phase = .closing
         default:
-            var problem = command.isWrite ? respKeyspace.checkWrite(command, arguments) : respKeyspace.checkRead(command, arguments)
+            var problem = command.isWrite ? keyspace.checkWrite(command, arguments) : keyspace.checkRead(command, arguments)
             // EXEC answers at once: only a store this loop reads can answer a SCAN then.
-            if command == .scan && reader == nil {
+            if command == .scan && worker.reader == nil {
                 problem = .fixed(RESPText.scanInSharedTransaction)
             }
             if let problem {
@@ -210,7 +241,7 @@ extension Worker {
             } else {
                 let cost = RESPTransaction.cost(of: arguments)
                 // A store failure's reply is the largest error.
-                let replyBound = max(respKeyspace.replyBound(command, arguments), 64 + Self.storeFailureReasonBytes)
+                let replyBound = max(keyspace.replyBound(command, arguments), 64 + Worker.storeFailureReasonBytes)
                 if transaction.bytes + cost > RESPTransaction.maxBytes {
                     transaction.fail()
                     respError(.fixed(RESPText.transactionTooLarge), connection)
@@ -231,9 +262,7 @@ extension Worker {
     @inline(__always)
     private func countPassCommand(_ command: RESPCommandName) {
         guard !command.isWrite && command != .exec else { return }
-        let verb = command.verb
-        passVerbCounts[Int(verb.rawValue)] += 1
-        passVerbsSeen |= 1 << verb.rawValue
+        worker.countPassVerb(command.verb)
     }
 
     // MARK: Commands that change nothing
@@ -247,17 +276,17 @@ extension Worker {
     func executeRESP(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                      _ connection: Connection, mustFetch: Bool = false, inTransaction: Bool = false) {
         if mustFetch && !inTransaction && (command.readsKey || command == .exists) {
-            if let problem = respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
-            return fetchRESP(command, arguments, connection)
+            if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
+            return fetch(command, arguments, connection)
         }
         switch command {
         case .ping:
             // Redis's table allows any count; PING itself refuses more than a message, also at
             // its turn in an EXEC.
             if arguments.count > 2 {
-                counters.errors += 1
-                reserve(RESPEncoder.wrongNumberOfArgumentsCount(.ping), connection)
-                out.count += RESPEncoder.writeWrongNumberOfArguments(.ping, to: out.end)
+                worker.counters.errors += 1
+                worker.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.ping), connection)
+                worker.out.count += RESPEncoder.writeWrongNumberOfArguments(.ping, to: worker.out.end)
             } else if arguments.count == 1 {
                 respSimple("PONG", connection)
             } else {
@@ -269,7 +298,7 @@ extension Worker {
             hello(arguments, connection)
         case .auth:
             if arguments.count > 3 { return respError(.fixed(RESPText.syntax), connection) }
-            if authenticate(arguments[arguments.count - 1], on: connection) {
+            if worker.authenticate(arguments[arguments.count - 1], on: connection) {
                 respSimple("OK", connection)
             } else {
                 respError(.fixed(RESPText.wrongPass), connection)
@@ -287,9 +316,9 @@ extension Worker {
         case .dbsize:
             if inTransaction {
                 // Inside EXEC nothing waits for a fetch: what the store's writes left.
-                respInteger(context.writePath.rowCount, connection)
+                respInteger(worker.context.writePath.rowCount, connection)
             } else {
-                readListing(.count, answer: RESPReadAnswer.dbsize, verb: command.verb, arguments: 0,
+                worker.readListing(.count, answer: RESPReadAnswer.dbsize, verb: command.verb, arguments: 0,
                             argument: { _ in fatalError("DBSIZE has no arguments") }, connection)
             }
         case .command:
@@ -309,38 +338,38 @@ extension Worker {
         case .unwatch:
             respSimple("OK", connection)
         case .exists:
-            if let problem = respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
-            let mark = Mark(self, connection)
-            let countersBefore = counters
+            if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
+            let mark = Worker.Mark(worker, connection)
+            let countersBefore = worker.counters
             do {
                 var found = 0
                 for key in arguments.dropFirst() where try readProfile(key) != nil { found += 1 }
                 respInteger(found, connection)
             } catch let reason as NeedsFetch {
-                takeBack(since: mark, on: connection)
-                counters = countersBefore
-                if reason == .leaseExpired { counters.leaseExpiredReads += 1 }
-                fetchRESP(command, arguments, connection)
+                worker.takeBack(since: mark, on: connection)
+                worker.counters = countersBefore
+                if reason == .leaseExpired { worker.counters.leaseExpiredReads += 1 }
+                fetch(command, arguments, connection)
             } catch {
                 failRESP(since: mark, on: connection, error)
             }
         case _ where command.readsKey:
-            if let problem = respKeyspace.checkRead(command, arguments) { return respError(problem, connection) }
-            let countersBefore = counters
+            if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
+            let countersBefore = worker.counters
             do {
                 if command == .hgetall {
                     // Room first, so the reply is written from the cached entry itself.
-                    reserve(Self.respHeldReplyRoom(command, arguments.count), connection)
+                    worker.reserve(Self.respHeldReplyRoom(command, arguments.count), connection)
                     let version = connection.resp.version
-                    let end = out.end
-                    out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
+                    let end = worker.out.end
+                    worker.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
                 } else {
                     writeKeyRead(command, arguments, try readProfile(arguments[1]), connection)
                 }
             } catch let reason as NeedsFetch {
-                counters = countersBefore
-                if reason == .leaseExpired { counters.leaseExpiredReads += 1 }
-                fetchRESP(command, arguments, connection)
+                worker.counters = countersBefore
+                if reason == .leaseExpired { worker.counters.leaseExpiredReads += 1 }
+                fetch(command, arguments, connection)
             } catch {
                 respStoreError(error, connection)
             }
@@ -350,12 +379,24 @@ extension Worker {
         }
     }
 
+    /// A RESP key read or EXISTS that the cache could not answer: all of it from the store.
+    func fetch(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                   _ connection: Connection) {
+        let keys = command == .exists ? Array(1..<arguments.count) : [1]
+        let lookups = keys.filter { keyspace.userId(ofKey: arguments[$0]) != nil }
+        let prefix = worker.context.configuration.respKeyPrefix.count
+        worker.submitFetch(.lookups, answer: RESPReadAnswer.command(command), verb: command.verb, arguments: arguments.count,
+                    argument: { arguments[$0] },
+                    lookups: lookups, keyPrefix: prefix,
+                    tickets: lookups.map { worker.fillTicket(UnsafeRawBufferPointer(rebasing: arguments[$0][prefix...])) }, connection)
+    }
+
     /// A key's profile, from the cache, else the store (which then fills the cache); nil when
     /// the key names no profile. The values are copied to the worker's field scratch, valid
     /// until the next read.
     /// - Throws: the store's error.
     func readProfile(_ key: UnsafeRawBufferPointer) throws -> ProfileValues? {
-        let scratch = fieldScratch
+        let scratch = worker.fieldScratch
         return try withProfile(key) { values in values.map { Self.copy($0.name, $0.portraitUri, to: scratch) } }
     }
 
@@ -365,20 +406,20 @@ extension Worker {
     /// during `use`.
     /// - Throws: the store's error, or `NeedsFetch`; `use` has not run then.
     func withProfile<R>(_ key: UnsafeRawBufferPointer, _ use: (ProfileValues?) -> R) throws -> R {
-        counters.getLookups += 1
-        guard let userId = respKeyspace.possibleUserId(ofKey: key) else {
-            counters.getMisses += 1
+        worker.counters.getLookups += 1
+        guard let userId = keyspace.possibleUserId(ofKey: key) else {
+            worker.counters.getMisses += 1
             return use(nil)
         }
-        if !cacheVouched {
+        if !worker.cacheVouched {
             guard RESPKeyspace.isUserId(userId) else {
-                counters.getMisses += 1
+                worker.counters.getMisses += 1
                 return use(nil)
             }
             throw NeedsFetch.leaseExpired
         }
         // The closure touches nothing of the worker: it runs under the shard's lock.
-        let found: CacheLookupResult<R> = cache.lookup(userId) { outcome in
+        let found: CacheLookupResult<R> = worker.cache.lookup(userId) { outcome in
             switch outcome {
             case .hit(let profile): .hit(use(ProfileValues(name: profile.name, portraitUri: profile.portraitUri)))
             case .absent: .absent(use(nil))
@@ -388,35 +429,35 @@ extension Worker {
         let ticket: FillTicket
         switch found {
         case .hit(let answered):
-            counters.cacheHits += 1
-            counters.getHits += 1
+            worker.counters.cacheHits += 1
+            worker.counters.getHits += 1
             return answered
         case .absent(let answered):
-            counters.cacheHits += 1
-            counters.getMisses += 1
+            worker.counters.cacheHits += 1
+            worker.counters.getMisses += 1
             return answered
         case .miss(let missed):
             ticket = missed
         }
         // The cache holds only userIds; what it does not know is checked before the store is asked.
         guard RESPKeyspace.isUserId(userId) else {
-            counters.getMisses += 1
+            worker.counters.getMisses += 1
             return use(nil)
         }
         // A store the fetchers read gives the loop no reader.
-        guard let reader else { throw NeedsFetch.miss }
-        counters.cacheMisses += 1
-        try beginReadTransaction()
-        let valueLines = valueScratch
+        guard let reader = worker.reader else { throw NeedsFetch.miss }
+        worker.counters.cacheMisses += 1
+        try worker.beginReadTransaction()
+        let valueLines = worker.valueScratch
         return try reader.lookup(userId) { row -> R in
             guard let row else {
-                context.cache.fill(userId, profile: nil, ticket: ticket)
-                counters.getMisses += 1
+                worker.context.cache.fill(userId, profile: nil, ticket: ticket)
+                worker.counters.getMisses += 1
                 return use(nil)
             }
-            counters.getHits += 1
+            worker.counters.getHits += 1
             let encoded = encodeForCache(row, at: valueLines)
-            context.cache.fill(userId, profile: encoded, ticket: ticket)
+            worker.context.cache.fill(userId, profile: encoded, ticket: ticket)
             return use(ProfileValues(name: encoded.name, portraitUri: encoded.portraitUri))
         }
     }
@@ -447,8 +488,8 @@ extension Worker {
             for field in arguments.dropFirst(2) { respField(values, ProfileField(field)!, connection) }
         case .hgetall:
             let version = connection.resp.version
-            reserve(RESPEncoder.profileHashCount(values, version), connection)
-            out.count += RESPEncoder.writeProfileHash(values, version, to: out.end)
+            worker.reserve(RESPEncoder.profileHashCount(values, version), connection)
+            worker.out.count += RESPEncoder.writeProfileHash(values, version, to: worker.out.end)
         case .hkeys, .hvals:
             respArrayHeader(values?.fieldCount ?? 0, connection)
             for field in ProfileField.allCases where values?.has(field) == true {
@@ -483,7 +524,7 @@ extension Worker {
         case .success(let parsed): hello = parsed
         case .failure(let problem): return respError(problem, connection)
         }
-        if let token = hello.token, !authenticate(token, on: connection) { return respError(.fixed(RESPText.wrongPass), connection) }
+        if let token = hello.token, !worker.authenticate(token, on: connection) { return respError(.fixed(RESPText.wrongPass), connection) }
         if let name = hello.name {
             guard RESPArgument.isClientName(name) else { return respError(.fixed(RESPText.clientName), connection) }
             session.name = name.count > 0 ? Array(name) : nil
@@ -504,9 +545,9 @@ extension Worker {
         let session = connection.resp
         let sub = arguments[1]
         func wrongCount(_ subcommand: StaticString) {
-            counters.errors += 1
-            reserve(RESPEncoder.wrongNumberOfArgumentsCount(.client, subcommand: subcommand), connection)
-            out.count += RESPEncoder.writeWrongNumberOfArguments(.client, subcommand: subcommand, to: out.end)
+            worker.counters.errors += 1
+            worker.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.client, subcommand: subcommand), connection)
+            worker.out.count += RESPEncoder.writeWrongNumberOfArguments(.client, subcommand: subcommand, to: worker.out.end)
         }
         if RESPKeyword.matches(sub, "SETNAME") {
             guard arguments.count == 3 else { return wrongCount("setname") }
@@ -531,9 +572,9 @@ extension Worker {
     }
 
     private func unknownSubcommand(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        counters.errors += 1
-        reserve(RESPEncoder.unknownSubcommandCount(arguments), connection)
-        out.count += RESPEncoder.writeUnknownSubcommand(arguments, to: out.end)
+        worker.counters.errors += 1
+        worker.reserve(RESPEncoder.unknownSubcommandCount(arguments), connection)
+        worker.out.count += RESPEncoder.writeUnknownSubcommand(arguments, to: worker.out.end)
     }
 
     /// `CONFIG GET pattern [pattern ...]`: `save`, `appendonly` and `maxmemory`, as redis-benchmark
@@ -541,12 +582,12 @@ extension Worker {
     private func config(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
         guard RESPKeyword.matches(arguments[1], "GET") else { return unknownSubcommand(arguments, connection) }
         guard arguments.count >= 3 else {
-            counters.errors += 1
-            reserve(RESPEncoder.wrongNumberOfArgumentsCount(.config, subcommand: "get"), connection)
-            out.count += RESPEncoder.writeWrongNumberOfArguments(.config, subcommand: "get", to: out.end)
+            worker.counters.errors += 1
+            worker.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.config, subcommand: "get"), connection)
+            worker.out.count += RESPEncoder.writeWrongNumberOfArguments(.config, subcommand: "get", to: worker.out.end)
             return
         }
-        let maxmemory = Array(String(context.cache.statistics.limitBytes).utf8)
+        let maxmemory = Array(String(worker.context.cache.statistics.limitBytes).utf8)
         let parameters: [(StaticString, [UInt8])] = [("save", []), ("appendonly", Array("no".utf8)), ("maxmemory", maxmemory)]
         var matched: [(StaticString, [UInt8])] = []
         for (name, value) in parameters {
@@ -564,15 +605,15 @@ extension Worker {
 
     /// `INFO [section ...]`: the server's counts, laid out by the codec (`RESPServerFacts`).
     private func info(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        let snapshot = context.snapshot().values
+        let snapshot = worker.context.snapshot().values
         func stat(_ name: StaticString) -> Int {
             snapshot.first { $0.name.utf8CodeUnitCount == name.utf8CodeUnitCount
                 && memcmp($0.name.utf8Start, name.utf8Start, name.utf8CodeUnitCount) == 0 }?.value ?? 0
         }
-        let facts = RESPServerFacts(profiledVersion: profiledVersion, port: context.respPort, uptimeSeconds: stat("uptime_seconds"),
+        let facts = RESPServerFacts(profiledVersion: profiledVersion, port: worker.context.respPort, uptimeSeconds: stat("uptime_seconds"),
                                     connectedClients: stat("curr_connections"),
                                     usedMemory: stat("cache_bytes") + stat("write_buffer_bytes"), maxMemory: stat("cache_limit_bytes"),
-                                    commandsProcessed: context.commandsProcessed, keyspaceHits: stat("get_hits"),
+                                    commandsProcessed: worker.context.commandsProcessed, keyspaceHits: stat("get_hits"),
                                     keyspaceMisses: stat("get_misses"), evictedKeys: stat("cache_evictions"), keys: stat("store_rows"))
         facts.infoText(arguments).withUnsafeBytes { respBulk($0, connection) }
     }
@@ -589,7 +630,7 @@ extension Worker {
         case .failure(let problem): return respError(problem, connection)
         }
         if options.limit == 0 { return writeScanReply(arguments, userIds: [], limit: 0, connection) }
-        readListing(.scan(after: options.after, limit: options.limit), answer: RESPReadAnswer.scan(limit: options.limit),
+        worker.readListing(.scan(after: options.after, limit: options.limit), answer: RESPReadAnswer.scan(limit: options.limit),
                     verb: .scan, arguments: arguments.count,
                     argument: { arguments[$0] }, connection)
     }
@@ -625,7 +666,7 @@ extension Worker {
         var after: [UInt8] = []
         if !(cursorBytes.count == 1 && cursorBytes[0] == UInt8(ascii: "0")) {
             guard let cursor = UInt64(String(decoding: cursorBytes, as: UTF8.self)),
-                  let last = context.scanCursors.userId(after: cursor) else {
+                  let last = worker.context.scanCursors.userId(after: cursor) else {
                 return .failure(.fixed(RESPText.invalidCursor))
             }
             after = last
@@ -644,7 +685,7 @@ extension Worker {
             if RESPKeyword.matches(arguments[index], "MATCH") { pattern = arguments[index + 1] }
             index += 2
         }
-        let prefix = context.configuration.respKeyPrefix
+        let prefix = worker.context.configuration.respKeyPrefix
         let keys = userIds.map { prefix + $0 }.filter { key in
             key.withUnsafeBytes { keyBytes in pattern.map { globMatches($0, keyBytes, ignoringCase: false) } ?? true }
         }
@@ -652,7 +693,7 @@ extension Worker {
         if userIds.count < limit || limit == 0 {
             respBulk("0", connection)
         } else {
-            let next = userIds.last!.withUnsafeBytes { context.scanCursors.cursor(after: $0) }
+            let next = userIds.last!.withUnsafeBytes { worker.context.scanCursors.cursor(after: $0) }
             Array(String(next).utf8).withUnsafeBytes { respBulk($0, connection) }
         }
         respArrayHeader(keys.count, connection)
@@ -662,20 +703,20 @@ extension Worker {
     // MARK: Replies
 
     func respSimple(_ text: StaticString, _ connection: Connection) {
-        reserve(RESPEncoder.simpleStringCount(text), connection)
-        out.count += RESPEncoder.writeSimpleString(text, to: out.end)
+        worker.reserve(RESPEncoder.simpleStringCount(text), connection)
+        worker.out.count += RESPEncoder.writeSimpleString(text, to: worker.out.end)
     }
 
     func respError(_ problem: RESPProblem, _ connection: Connection) {
-        counters.errors += 1
+        worker.counters.errors += 1
         switch problem {
         case .fixed(let text):
-            reserve(RESPEncoder.errorCount(text), connection)
-            out.count += RESPEncoder.writeError(text, to: out.end)
+            worker.reserve(RESPEncoder.errorCount(text), connection)
+            worker.out.count += RESPEncoder.writeError(text, to: worker.out.end)
         case .made(let bytes):
             bytes.withUnsafeBytes { text in
-                reserve(RESPEncoder.errorCount(text), connection)
-                out.count += RESPEncoder.writeError(text, to: out.end)
+                worker.reserve(RESPEncoder.errorCount(text), connection)
+                worker.out.count += RESPEncoder.writeError(text, to: worker.out.end)
             }
         }
     }
@@ -693,45 +734,45 @@ extension Worker {
     }
 
     func respStoreFailure(_ reason: String, _ connection: Connection) {
-        respError(.made(Array("STORE ".utf8) + Array(reason.utf8.prefix(Self.storeFailureReasonBytes))), connection)
+        respError(.made(Array("STORE ".utf8) + Array(reason.utf8.prefix(Worker.storeFailureReasonBytes))), connection)
     }
 
     /// A reply whose store read failed halfway: replaced with `-STORE`.
-    private func failRESP(since mark: Mark, on connection: Connection, _ error: any Error) {
-        takeBack(since: mark, on: connection)
+    private func failRESP(since mark: Worker.Mark, on connection: Connection, _ error: any Error) {
+        worker.takeBack(since: mark, on: connection)
         respStoreError(error, connection)
     }
 
     func respInteger(_ value: Int, _ connection: Connection) {
-        reserve(RESPEncoder.integerCount(Int64(value)), connection)
-        out.count += RESPEncoder.writeInteger(Int64(value), to: out.end)
+        worker.reserve(RESPEncoder.integerCount(Int64(value)), connection)
+        worker.out.count += RESPEncoder.writeInteger(Int64(value), to: worker.out.end)
     }
 
     func respBulk(_ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
-        reserve(RESPEncoder.bulkStringCount(length: bytes.count), connection)
-        out.count += RESPEncoder.writeBulkString(bytes, to: out.end)
+        worker.reserve(RESPEncoder.bulkStringCount(length: bytes.count), connection)
+        worker.out.count += RESPEncoder.writeBulkString(bytes, to: worker.out.end)
     }
 
     func respBulk(_ text: StaticString, _ connection: Connection) {
-        reserve(RESPEncoder.bulkStringCount(length: text.utf8CodeUnitCount), connection)
-        out.count += RESPEncoder.writeBulkString(text, to: out.end)
+        worker.reserve(RESPEncoder.bulkStringCount(length: text.utf8CodeUnitCount), connection)
+        worker.out.count += RESPEncoder.writeBulkString(text, to: worker.out.end)
     }
 
     func respNull(_ connection: Connection) {
         let null = RESPEncoder.nullBulkString(connection.resp.version)
-        reserve(null.utf8CodeUnitCount, connection)
-        out.count += RESPEncoder.write(null, to: out.end)
+        worker.reserve(null.utf8CodeUnitCount, connection)
+        worker.out.count += RESPEncoder.write(null, to: worker.out.end)
     }
 
     func respArrayHeader(_ count: Int, _ connection: Connection) {
-        reserve(RESPEncoder.arrayHeaderCount(count), connection)
-        out.count += RESPEncoder.writeArrayHeader(count, to: out.end)
+        worker.reserve(RESPEncoder.arrayHeaderCount(count), connection)
+        worker.out.count += RESPEncoder.writeArrayHeader(count, to: worker.out.end)
     }
 
     func respMapHeader(_ pairs: Int, _ connection: Connection) {
         let version = connection.resp.version
-        reserve(RESPEncoder.mapHeaderCount(pairs, version), connection)
-        out.count += RESPEncoder.writeMapHeader(pairs, version, to: out.end)
+        worker.reserve(RESPEncoder.mapHeaderCount(pairs, version), connection)
+        worker.out.count += RESPEncoder.writeMapHeader(pairs, version, to: worker.out.end)
     }
 }
 
@@ -746,8 +787,8 @@ enum RESPReadAnswer: ReadAnswer {
 
     func write(_ job: ReadJob, on worker: Worker) {
         let connection = job.connection
-        if let failure = job.failure { return worker.respStoreFailure(failure, connection) }
-        if case .dbsize = self { return worker.respInteger(job.count, connection) }
+        if let failure = job.failure { return worker.respFront.respStoreFailure(failure, connection) }
+        if case .dbsize = self { return worker.respFront.respInteger(job.count, connection) }
         var views: [UnsafeRawBufferPointer] = []
         for index in 0..<job.argumentCount { views.append(job.argument(index)) }
         views.withUnsafeBufferPointer { arguments in
@@ -755,11 +796,11 @@ enum RESPReadAnswer: ReadAnswer {
             case .command(.exists):
                 var found = 0
                 for index in job.lookups.indices where job.profile(index) != nil { found += 1 }
-                worker.respInteger(found, connection)
+                worker.respFront.respInteger(found, connection)
             case .command(let command):
-                worker.writeKeyRead(command, arguments, job.lookups.isEmpty ? nil : job.profile(0), connection)
+                worker.respFront.writeKeyRead(command, arguments, job.lookups.isEmpty ? nil : job.profile(0), connection)
             case .scan(let limit):
-                worker.writeScanReply(arguments, userIds: (0..<job.rowCount).map { Array(job.row($0).userId) }, limit: limit,
+                worker.respFront.writeScanReply(arguments, userIds: (0..<job.rowCount).map { Array(job.row($0).userId) }, limit: limit,
                                       connection)
             case .dbsize:
                 preconditionFailure("answered above")

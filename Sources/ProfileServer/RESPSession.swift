@@ -24,7 +24,7 @@ final class RESPSession: FrontSession {
     var heldBytes: Int { transaction?.bytes ?? 0 }
 
     func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
-        worker.handleRESPRequests(connection, self, bytes, count)
+        worker.respFront.serve(connection, self, bytes, count)
     }
 
     func release() { transaction = nil }
@@ -108,4 +108,9 @@ extension RESPCommandName {
         case .exec: .mset
         }
     }
+}
+
+extension RESPCommandName {
+    /// Whether a shared store's fetchers answer it when the cache cannot.
+    var isFetched: Bool { readsKey || self == .exists || self == .scan || self == .dbsize }
 }

@@ -76,11 +76,11 @@ struct RESPWriteAnswer: WriteAnswer {
     func write(_ job: WriteJob, on worker: Worker) {
         let connection = job.connection
         if let failure = job.failure {
-            worker.respStoreFailure(failure, connection)
+            worker.respFront.respStoreFailure(failure, connection)
             return
         }
-        if isTransaction { worker.respArrayHeader(commands.count, connection) }
-        for command in commands { worker.answer(command, of: job, connection) }
+        if isTransaction { worker.respFront.respArrayHeader(commands.count, connection) }
+        for command in commands { worker.respFront.answer(command, of: job, connection) }
     }
 }
 
@@ -91,15 +91,15 @@ extension ProfileState {
     }
 }
 
-extension Worker {
+extension RESPFront {
     /// Sends a checked write command to the writer; it is answered when committed.
     func submitRESPWrite(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                          _ connection: Connection) {
         var answer = RESPWriteAnswer(isTransaction: false)
         var operations = SmallList<JobOperation>()
         answer.add(command, first: 0, count: arguments.count, operations: &operations, argument: { arguments[$0] },
-                   names: { self.respKeyspace.userId(ofKey: $0) != nil })
-        submit(WriteJob(connection: connection, operations: operations, keyPrefix: context.configuration.respKeyPrefix.count,
+                   names: { self.keyspace.userId(ofKey: $0) != nil })
+        worker.submit(WriteJob(connection: connection, operations: operations, keyPrefix: worker.context.configuration.respKeyPrefix.count,
                         answer: answer, verb: command.verb, arguments: arguments.count) { arguments[$0] },
                connection)
     }
@@ -120,12 +120,12 @@ extension Worker {
             var operations = SmallList<JobOperation>()
             for command in transaction.commands {
                 answer.add(command.command, first: command.first, count: command.count, operations: &operations,
-                           argument: argument, names: { self.respKeyspace.userId(ofKey: $0) != nil })
+                           argument: argument, names: { self.keyspace.userId(ofKey: $0) != nil })
             }
-            return WriteJob(connection: connection, operations: operations, keyPrefix: context.configuration.respKeyPrefix.count,
+            return WriteJob(connection: connection, operations: operations, keyPrefix: worker.context.configuration.respKeyPrefix.count,
                             answer: answer, verb: RESPCommandName.exec.verb, arguments: queued.count, argument: argument)
         }
-        submit(job, connection)
+        worker.submit(job, connection)
     }
 
     /// One committed command's reply, from what the commit did to its operations.

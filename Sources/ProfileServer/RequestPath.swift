@@ -178,7 +178,7 @@ extension Worker {
 
     /// Counts a request answered in this pass, for the per-verb latency.
     @inline(__always)
-    private func countPassVerb(_ verb: Verb) {
+    func countPassVerb(_ verb: Verb) {
         passVerbCounts[Int(verb.rawValue)] += 1
         passVerbsSeen |= 1 << verb.rawValue
     }

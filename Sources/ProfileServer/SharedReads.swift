@@ -2,7 +2,6 @@ import ProfileCache
 import ProfileModel
 import ProfileProtocol
 import ProfileStore
-import RESPProtocol
 
 // Reads of a shared store (several servers over PostgreSQL, docs/CLUSTER.md). The cache
 // answers what it holds while the store's lease vouches for it; anything else becomes a
@@ -25,11 +24,6 @@ extension Verb {
         default: false
         }
     }
-}
-
-extension RESPCommandName {
-    /// Whether a shared store's fetchers answer it when the cache cannot.
-    var isFetched: Bool { readsKey || self == .exists || self == .scan || self == .dbsize }
 }
 
 extension Worker {
@@ -121,17 +115,5 @@ extension Worker {
                 context.cache.fill(userId, profile: nil, ticket: ticket)
             }
         }
-    }
-
-    /// A RESP key read or EXISTS that the cache could not answer: all of it from the store.
-    func fetchRESP(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                   _ connection: Connection) {
-        let keys = command == .exists ? Array(1..<arguments.count) : [1]
-        let lookups = keys.filter { context.respKeyspace.userId(ofKey: arguments[$0]) != nil }
-        let prefix = context.configuration.respKeyPrefix.count
-        submitFetch(.lookups, answer: RESPReadAnswer.command(command), verb: command.verb, arguments: arguments.count,
-                    argument: { arguments[$0] },
-                    lookups: lookups, keyPrefix: prefix,
-                    tickets: lookups.map { fillTicket(UnsafeRawBufferPointer(rebasing: arguments[$0][prefix...])) }, connection)
     }
 }

@@ -57,7 +57,8 @@ final class Worker: @unchecked Sendable {
 
     // Request-path state, touched by this thread only.
     let decoder = RequestDecoder()
-    let respDecoder = RESPDecoder()
+    /// Set once, right after `init`: it refers back to the worker.
+    private(set) var respFront: RESPFront! = nil
     /// Every line-protocol connection's session: it keeps nothing of its own.
     let lineSession: LineSession
     var out: ReplyBuffer
@@ -71,8 +72,6 @@ final class Worker: @unchecked Sendable {
     /// Reads of a shared store this pass made, for the fetchers.
     var fetchJobs: [ReadJob] = []
     let maxLine: Int
-    /// The context's, held here so that the request path reads it without reference counting.
-    let respKeyspace: RESPKeyspace
     let cache: ProfileCache
     /// A RESP read's values, copied out of the cache or the store row (`readProfile`).
     let fieldScratch: UnsafeMutableRawPointer
@@ -104,7 +103,6 @@ final class Worker: @unchecked Sendable {
         self.reader = reader
         maxLine = context.configuration.maxLine
         lineSession = LineSession(inputLimit: maxLine)
-        respKeyspace = context.respKeyspace
         cache = context.cache
         precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
         let config = event_config_new()
@@ -127,6 +125,7 @@ final class Worker: @unchecked Sendable {
         lookahead = .allocate(capacity: Self.lookaheadSlots)
         fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
         valueScratch = .allocate(byteCount: Self.valueLineCapacity, alignment: 16)
+        respFront = RESPFront(worker: self, keyspace: context.respKeyspace)
     }
 
     /// The longest VALUE line: every byte of the three values escaped, with quotes and spaces.
