@@ -44,8 +44,9 @@ enum Front: Sendable {
 /// keeps between requests. The worker's event loop, its jobs and its replies' budget are the
 /// same for every front; a front's session is the only thing that knows its wire format.
 ///
-/// Owned by its connection (the line protocol's, which keeps nothing, is shared by a worker's
-/// connections), and used by the worker thread that holds the connection.
+/// Owned by its connection (the line protocol's, which keeps nothing, is shared), and used by
+/// the worker thread that holds the connection. A connection that moves to another worker
+/// keeps its session, so a session serves through the worker it is given, never one it keeps.
 protocol FrontSession: AnyObject {
     /// The most received bytes the front needs to hold to answer: its longest request.
     var inputLimit: Int { get }
@@ -58,27 +59,11 @@ protocol FrontSession: AnyObject {
     /// for this connection's jobs in flight, and at a request that ends the connection; sets
     /// `needsMoreInput` when it stopped for want of bytes.
     func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int
+    /// Goes on with a reply that backpressure left unfinished (an MGET's), as far as the
+    /// high-water mark lets it; true when nothing is left unfinished.
+    func resume(_ connection: Connection, by worker: Worker) -> Bool
     /// Drops what it holds: the connection closed.
     func release()
-}
-
-/// The line protocol's session: it keeps nothing between requests.
-///
-/// One per worker, used by that worker's thread only.
-final class LineSession: FrontSession {
-    let inputLimit: Int
-
-    init(inputLimit: Int) {
-        self.inputLimit = inputLimit
-    }
-
-    var heldBytes: Int { 0 }
-
-    func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
-        worker.handleLines(connection, bytes, count)
-    }
-
-    func release() {}
 }
 
 /// One client connection, from accept to close.

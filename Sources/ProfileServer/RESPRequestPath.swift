@@ -16,15 +16,19 @@ import WireBytes
 ///
 /// Owned by its worker and used by that worker's thread only.
 final class RESPFront {
-    /// The worker it belongs to, which owns it and so outlives it.
-    unowned(unsafe) let worker: Worker
+    /// The worker it belongs to. Held strongly, as a `let`, so that the request path calls it
+    /// without reference counting; the worker breaks the cycle when its loop ends (`Worker.run`).
+    let worker: Worker
     let decoder = RESPDecoder()
-    /// The context's, held here so that the request path reads it without reference counting.
+    /// The context's and the worker's, held here so that the request path reads them without
+    /// reference counting.
     let keyspace: RESPKeyspace
+    let cache: ProfileCache
 
-    init(worker: Worker, keyspace: RESPKeyspace) {
+    init(worker: Worker, keyspace: RESPKeyspace, cache: ProfileCache) {
         self.worker = worker
         self.keyspace = keyspace
+        self.cache = cache
     }
 
     // MARK: Requests
@@ -42,7 +46,7 @@ final class RESPFront {
             }
         }
         if gathered >= 2 {
-            worker.cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
+            cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
         }
     }
 
@@ -73,7 +77,7 @@ final class RESPFront {
                 connection.phase = .closing
                 return count
             case .request(let consumed):
-                guard serveRESP(connection) else {
+                guard serveRESP(connection, session) else {
                     session.decodeState = resumeAt
                     return used
                 }
@@ -88,9 +92,8 @@ final class RESPFront {
     /// would overtake the replies of this connection's writes in flight: only writes, which
     /// queue behind them, and key reads whose replies can wait for theirs (`answerRESPAhead`)
     /// may go on.
-    private func serveRESP(_ connection: Connection) -> Bool {
+    private func serveRESP(_ connection: Connection, _ session: RESPSession) -> Bool {
         let arguments = decoder.arguments
-        let session = connection.resp
         let writesWaiting = connection.writesInFlight > 0
         let readsWaiting = connection.readsInFlight > 0
         let waiting = writesWaiting || readsWaiting
@@ -419,7 +422,7 @@ final class RESPFront {
             throw NeedsFetch.leaseExpired
         }
         // The closure touches nothing of the worker: it runs under the shard's lock.
-        let found: CacheLookupResult<R> = worker.cache.lookup(userId) { outcome in
+        let found: CacheLookupResult<R> = cache.lookup(userId) { outcome in
             switch outcome {
             case .hit(let profile): .hit(use(ProfileValues(name: profile.name, portraitUri: profile.portraitUri)))
             case .absent: .absent(use(nil))

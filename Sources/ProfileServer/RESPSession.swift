@@ -27,6 +27,9 @@ final class RESPSession: FrontSession {
         worker.respFront.serve(connection, self, bytes, count)
     }
 
+    /// RESP replies are made whole: none is left unfinished.
+    func resume(_ connection: Connection, by worker: Worker) -> Bool { true }
+
     func release() { transaction = nil }
 }
 

@@ -27,32 +27,6 @@ extension Verb {
 }
 
 extension Worker {
-    /// GET, EXISTS or MGET over a shared store: from the cache when it holds every id and may
-    /// answer, else all of it from the store.
-    func lookUpShared(_ verb: Verb, count: Int, mustFetch: Bool, _ connection: Connection,
-                      id: (Int) -> UnsafeRawBufferPointer) {
-        let mark = Mark(self, connection)
-        // A fetch answers every id, and counts them then.
-        let countersBefore = counters
-        do {
-            if mustFetch { throw NeedsFetch.miss }
-            if verb == .mget {
-                try lookUpMGET(count: count, on: connection, id: id)
-            } else {
-                try lookUp(id(0), exists: verb == .exists, on: connection)
-            }
-        } catch let reason as NeedsFetch {
-            takeBack(since: mark, on: connection)
-            counters = countersBefore
-            if reason == .leaseExpired { counters.leaseExpiredReads += 1 }
-            submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), verb: verb, arguments: count, argument: id,
-                        lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { fillTicket(id($0)) }, connection)
-        } catch {
-            // The cache never throws anything else here.
-            preconditionFailure("a shared lookup failed with \(error)")
-        }
-    }
-
     /// The cache's ticket for filling `userId` in, when it does not hold it and may be filled.
     func fillTicket(_ userId: UnsafeRawBufferPointer) -> FillTicket? {
         guard cacheVouched else { return nil }

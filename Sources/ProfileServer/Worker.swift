@@ -56,10 +56,11 @@ final class Worker: @unchecked Sendable {
     private var nextSpreadTarget = 1
 
     // Request-path state, touched by this thread only.
-    let decoder = RequestDecoder()
     /// Set once, right after `init`: it refers back to the worker.
     private(set) var respFront: RESPFront! = nil
-    /// Every line-protocol connection's session: it keeps nothing of its own.
+    /// The line protocol's front. Set once, right after `init`: it refers back to the worker.
+    private(set) var lineFront: LineFront! = nil
+    /// The session of the line-protocol connections this worker accepts.
     let lineSession: LineSession
     var out: ReplyBuffer
     /// Where a connection with nothing pending reads into: its requests are served from
@@ -77,8 +78,12 @@ final class Worker: @unchecked Sendable {
     let fieldScratch: UnsafeMutableRawPointer
     /// Where a RESP read's store miss encodes the VALUE line it puts in the cache.
     let valueScratch: UnsafeMutableRawPointer
-    /// The ids `prefetchLookups` gathers, reused by every read.
+    /// The ids a front's look-ahead gathers over a pass's pipelined reads, so that the cache's
+    /// memory misses for all of them overlap (`ProfileCache.prefetch`); reused by every pass.
     let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
+    /// How many ids one look-ahead gathers, and how many requests it reads at most: two
+    /// pipelines of 16 GETs, or two MGETs of 16.
+    static let lookaheadSlots = 32
     /// When the current pass over a connection began, and how many requests of each verb it
     /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
     private(set) var passStart = 0
@@ -125,7 +130,8 @@ final class Worker: @unchecked Sendable {
         lookahead = .allocate(capacity: Self.lookaheadSlots)
         fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
         valueScratch = .allocate(byteCount: Self.valueLineCapacity, alignment: 16)
-        respFront = RESPFront(worker: self, keyspace: context.respKeyspace)
+        respFront = RESPFront(worker: self, keyspace: context.respKeyspace, cache: cache)
+        lineFront = LineFront(worker: self, maxLine: maxLine)
     }
 
     /// The longest VALUE line: every byte of the three values escaped, with quotes and spaces.
@@ -177,6 +183,9 @@ final class Worker: @unchecked Sendable {
         for connection in connections.values { connection.releaseResources() }
         connections.removeAll()
         reader = nil
+        // The fronts hold the worker.
+        lineFront = nil
+        respFront = nil
     }
 
     // MARK: Messages
@@ -532,7 +541,7 @@ final class Worker: @unchecked Sendable {
     /// Finishes an unfinished MGET as far as the high-water mark lets it, then serves the
     /// requests kept in the connection's own buffer once it is done.
     private func handlePending(_ connection: Connection) {
-        guard connection.phase == .serving, continueLookups(connection), !connection.pending.isEmpty else { return }
+        guard connection.phase == .serving, connection.session.resume(connection, by: self), !connection.pending.isEmpty else { return }
         let used = handleInput(connection, connection.pending.base!, connection.pending.count)
         if connection.phase != .closed { connection.pending.consume(used) }
     }

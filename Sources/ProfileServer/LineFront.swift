@@ -1,0 +1,589 @@
+import CLibevent
+import Glibc
+import ProfileCache
+import ProfileModel
+import ProfileProtocol
+import ProfileStore
+import WireBytes
+
+/// The line protocol's front of one worker (docs/PROTOCOL.md): frames and decodes its
+/// connections' request lines, checks each request, and answers it through the worker's
+/// request path, in the line protocol.
+///
+/// Owned by its worker and used by that worker's thread only.
+final class LineFront {
+    /// The worker it belongs to. Held strongly, as a `let`, so that the request path calls it
+    /// without reference counting; the worker breaks the cycle when its loop ends (`Worker.run`).
+    let worker: Worker
+    let decoder = RequestDecoder()
+    /// `--max-line`: the longest request line.
+    let maxLine: Int
+
+    init(worker: Worker, maxLine: Int) {
+        self.worker = worker
+        self.maxLine = maxLine
+    }
+
+    /// The line protocol's `FrontSession.serve`.
+    func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        var used = 0
+        var budget = worker.context.configuration.requestsPerWakeup
+        prefetchLookups(bytes, count)
+        while used < count && budget > 0 && connection.phase == .serving {
+            if worker.repliesReachHighWater(connection) { break }
+            let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)
+            var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine)
+            if frame == .needMore && rest.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
+            switch frame {
+            case .needMore:
+                connection.needsMoreInput = true
+                return used
+            case .tooLong:
+                guard connection.jobsInFlight == 0 else { return used }
+                reply(error: .tooLong, to: connection)
+                connection.phase = .closing
+                return count
+            case .line(let contentCount, let consumed):
+                let line = UnsafeMutableRawBufferPointer(start: rest.baseAddress, count: contentCount)
+                guard serveLine(line, on: connection) else { return used }
+                used += consumed
+                budget -= 1
+            }
+        }
+        return used
+    }
+
+    /// Whether a byte has arrived after a line's worth of bytes without an LF, which makes the
+    /// line too long. The contract's server never buffers more than the limit, so the byte is
+    /// looked at in the socket, not taken in. At the end of the stream the peer has closed, and
+    /// the unfinished line gets no reply.
+    private func byteBeyondLineArrived(_ connection: Connection) -> Bool {
+        if let tls = connection.tls {
+            switch tls.peekByte() {
+            case .done: return true
+            case .closed: connection.peerClosed = true
+            case .wantWrite: connection.tlsWaitsForWritable = true
+            case .wantRead, .failed: break
+            }
+            return false
+        }
+        var byte: UInt8 = 0
+        let n = recv(connection.fd, &byte, 1, Int32(MSG_PEEK))
+        if n == 0 { connection.peerClosed = true }
+        return n > 0
+    }
+
+    /// Serves one request line. Returns false, leaving the line untouched, when it must wait
+    /// for the connection's requests in flight: only requests of the same kind may go on
+    /// (writes behind writes, a shared store's reads behind reads), since they are answered
+    /// in order, and reads whose replies can wait for the writes' (`answerAhead`); any other
+    /// reply would overtake theirs.
+    private func serveLine(_ line: UnsafeMutableRawBufferPointer, on connection: Connection) -> Bool {
+        let writesWaiting = connection.writesInFlight > 0
+        let readsWaiting = connection.readsInFlight > 0
+        let waiting = writesWaiting || readsWaiting
+        // A plain GET needs neither the tokenizer nor the argument checks (see `plainGetUserId`).
+        if !waiting && connection.role >= Verb.get.requiredRole,
+           let userId = RequestDecoder.plainGetUserId(UnsafeRawBufferPointer(line)) {
+            execute(.get(userId), on: connection, mustFetch: false)
+            if connection.readsInFlight == 0 { worker.countPassVerb(.get) }
+            return true
+        }
+        // Decoding unescapes quoted tokens in place; a line we might have to leave for later
+        // must come back unchanged, so while waiting only unquoted lines are looked at.
+        if waiting && line.count > 0 && memchr(line.baseAddress!, 0x22, line.count) != nil { return false }
+        let verb: Verb
+        switch decoder.decode(line) {
+        case .empty:
+            return true
+        case .error(let error):
+            if waiting { return false }
+            reply(error: error, to: connection)
+            return true
+        case .request(let decoded):
+            verb = decoded
+        }
+        if writesWaiting && !verb.isWrite { return answerAhead(verb, on: connection) }
+        if readsWaiting && !verb.isFetched { return false }
+        if verb.requiredRole > connection.role {
+            if waiting { return false }
+            reply(error: connection.role == .none ? .noAuth : .roleDenied, to: connection)
+            return true
+        }
+        switch decoder.command() {
+        case .failure(let error):
+            if waiting { return false }
+            reply(error: error, to: connection)
+        case .success(let command):
+            let fetching = connection.readsInFlight
+            execute(command, on: connection, mustFetch: readsWaiting)
+            if !verb.isWrite && connection.readsInFlight == fetching { worker.countPassVerb(verb) }
+        }
+        return true
+    }
+
+    /// A GET or EXISTS decoded while writes of the connection are in flight: answered now when
+    /// none of those writes touches its id, its reply held until theirs are written
+    /// (`HeldReplies`). Returns false, leaving the line for later, when it must wait instead:
+    /// any other request, a store whose reads go to fetchers, or too much held already.
+    private func answerAhead(_ verb: Verb, on connection: Connection) -> Bool {
+        guard verb == .get || verb == .exists, worker.reader != nil, connection.readsInFlight == 0,
+              verb.requiredRole <= connection.role, worker.out.remaining >= Self.heldReplyRoom,
+              connection.heldReplies.byteCount < worker.context.configuration.outputHighWater,
+              case .success(let command) = decoder.command() else { return false }
+        let userId: UnsafeRawBufferPointer
+        switch command {
+        case .get(let id), .exists(let id): userId = id
+        default: return false
+        }
+        guard !worker.writesInFlight(touch: userId, on: connection) else { return false }
+        worker.holdReply(on: connection) { execute(command, on: connection, mustFetch: false) }
+        worker.countPassVerb(verb)
+        return true
+    }
+
+    /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
+    /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
+    static let heldReplyRoom = max(Worker.valueLineCapacity, "ERROR STORE \n".utf8.count + Worker.storeFailureReasonBytes)
+
+    // Inlined into serveLine, its only caller, so the command is not copied to be passed on.
+    /// `mustFetch`: reads of a shared store are in flight on the connection, so a lookup goes
+    /// to the fetchers too, to be answered in order, whatever the cache holds.
+    @inline(__always)
+    private func execute(_ command: Command, on connection: Connection, mustFetch: Bool) {
+        switch command {
+        case .ping:
+            reply(ReplyEncoder.pong, connection)
+        case .get(let userId):
+            if worker.reader == nil { return lookUpShared(.get, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
+            do { try lookUp(userId, exists: false, on: connection) } catch { reply(storeError: error, to: connection) }
+        case .exists(let userId):
+            if worker.reader == nil { return lookUpShared(.exists, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
+            do { try lookUp(userId, exists: true, on: connection) } catch { reply(storeError: error, to: connection) }
+        case .mget(let count):
+            let decoder = self.decoder
+            if worker.reader == nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
+            let mark = Worker.Mark(worker, connection)
+            do {
+                try lookUpMGET(count: count, on: connection) { decoder.argument($0) }
+            } catch {
+                failStore(since: mark, on: connection, error)
+            }
+        case .count:
+            worker.readListing(.count, answer: LineReadAnswer.count, verb: .count, arguments: 0,
+                        argument: { _ in fatalError("COUNT has no arguments") }, connection)
+        case .recent(let limit):
+            worker.readListing(.recent(limit: limit), answer: LineReadAnswer.rows, verb: .recent, arguments: 0,
+                        argument: { _ in fatalError("RECENT's limit is in its request") }, connection)
+        case .scan(let after, let limit):
+            worker.readListing(.scan(after: Array(after), limit: limit), answer: LineReadAnswer.rows, verb: .scan, arguments: 0,
+                        argument: { _ in fatalError("SCAN's arguments are in its request") }, connection)
+        case .stats:
+            writeStatistics(connection)
+        case .auth(let token):
+            if worker.authenticate(token, on: connection) { reply(ReplyEncoder.ok, connection) } else { reply(error: .wrongToken, to: connection) }
+        case .quit:
+            reply(ReplyEncoder.bye, connection)
+            connection.phase = .closing
+        case .set:
+            enqueue(SmallList(CollectionOfOne(JobOperation(kind: .put, userId: 0, name: .set(1), portraitUri: .set(2)))), .stored, .set, arguments: 3, connection)
+        case .mset(let triples):
+            let operations = SmallList((0..<triples).lazy.map {
+                JobOperation(kind: .put, userId: 3 * $0, name: .set(3 * $0 + 1), portraitUri: .set(3 * $0 + 2))
+            })
+            enqueue(operations, .storedCount(triples), .mset, arguments: 3 * triples, connection)
+        case .update(let userId, let name, let portraitUri):
+            // The id, then the fields given, in order: at most three views, without an array.
+            let second = name ?? portraitUri!
+            let count = name != nil && portraitUri != nil ? 3 : 2
+            let update = JobOperation(kind: .patch(createsMissing: false, removesEmptied: false), userId: 0,
+                                      name: name != nil ? .set(1) : .keep, portraitUri: portraitUri != nil ? .set(count - 1) : .keep)
+            worker.submit(WriteJob(connection: connection, operations: SmallList(CollectionOfOne(update)), answer: LineWriteAnswer.updated, verb: .update,
+                            arguments: count) { $0 == 0 ? userId : $0 == 1 ? second : portraitUri! },
+                   connection)
+        case .del:
+            enqueue(SmallList(CollectionOfOne(JobOperation(kind: .remove, userId: 0))), .deleted, .del, arguments: 1, connection)
+        case .flushall:
+            enqueue(SmallList(CollectionOfOne(JobOperation(kind: .removeAll, userId: -1))), .flushed, .flushall, arguments: 0, connection)
+        }
+    }
+
+    private func enqueue(_ operations: SmallList<JobOperation>, _ answer: LineWriteAnswer, _ verb: Verb, arguments: Int,
+                         _ connection: Connection) {
+        let decoder = self.decoder
+        worker.submit(WriteJob(connection: connection, operations: operations, answer: answer, verb: verb, arguments: arguments) {
+            decoder.argument($0)
+        }, connection)
+    }
+
+    // MARK: Lookups
+
+    /// GET/MGET/EXISTS of one id: the cache first, then the store, filling the cache.
+    /// - Throws: the store's error; nothing was appended for this id then.
+    func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
+        if !worker.cacheVouched { throw NeedsFetch.leaseExpired }
+        worker.counters.getLookups += 1
+        // A hit's reply line is copied straight to the end of the scratch, if it fits in what
+        // is left; EXISTS offers no room, as it needs only the outcome.
+        var outcome: CacheCopy
+        while true {
+            let room = exists ? 0 : worker.out.remaining
+            outcome = worker.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: worker.out.end, count: room))
+            guard case .hit(let replyCount) = outcome, !exists, replyCount > room else { break }
+            // It did not fit: move the scratch to the connection's queue and look again.
+            precondition(worker.out.count > 0, "a cached reply longer than the whole reply scratch")
+            worker.spill(connection)
+        }
+        switch outcome {
+        case .hit(let replyCount):
+            worker.counters.cacheHits += 1
+            worker.counters.getHits += 1
+            if exists {
+                reply(ReplyEncoder.yes, connection)
+            } else {
+                worker.out.count += replyCount
+            }
+        case .absent:
+            worker.counters.cacheHits += 1
+            worker.counters.getMisses += 1
+            appendAbsent(userId, exists: exists, connection)
+        case .miss(let ticket):
+            // A store the fetchers read gives the loop no reader.
+            guard let reader = worker.reader else { throw NeedsFetch.miss }
+            worker.counters.cacheMisses += 1
+            try worker.beginReadTransaction()
+            try reader.lookup(userId) { row in
+                guard let row else {
+                    worker.cache.fill(userId, profile: nil, ticket: ticket)
+                    worker.counters.getMisses += 1
+                    appendAbsent(userId, exists: exists, connection)
+                    return
+                }
+                worker.counters.getHits += 1
+                // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
+                reserveValueLine(row, connection)
+                let encoded = encodeForCache(row, at: worker.out.end)
+                worker.cache.fill(userId, profile: encoded, ticket: ticket)
+                if exists {
+                    reply(ReplyEncoder.yes, connection)
+                } else {
+                    worker.out.count += encoded.reply.count
+                }
+            }
+        }
+    }
+
+    /// An MGET's lines and END, from the cache, else the store; past the high-water mark the
+    /// ids left are kept to be answered as the client reads (`leaveLookups`).
+    /// - Throws: the store's error or `NeedsFetch`; the reply so far must then be taken back.
+    func lookUpMGET(count: Int, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
+        for i in 0..<count {
+            if i > 0 && worker.repliesReachHighWater(connection) { return try leaveLookups(i..<count, on: connection, id: id) }
+            try lookUp(id(i), exists: false, on: connection)
+        }
+        reply(ReplyEncoder.end, connection)
+    }
+
+    /// Keeps an MGET's ids from `left` to be answered as the client reads. First each of them
+    /// the cache does not hold is read from the store into it: a store failure is then found
+    /// while nothing of the reply has been sent, and still replaces all of it (PROTOCOL.md).
+    /// - Throws: the store's error, or `NeedsFetch` when an id the cache does not hold is read
+    ///   by the fetchers (then the whole MGET is); nothing was kept then.
+    private func leaveLookups(_ left: Range<Int>, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
+        for i in left { try readIntoCache(id(i)) }
+        connection.unfinishedLookups = UnfinishedLookups(left.count) { id(left.lowerBound + $0) }
+    }
+
+    /// Reads `userId` from the store into the cache unless the cache holds it or its absence.
+    /// - Throws: the store's error; `NeedsFetch.miss` when the store is read by the fetchers.
+    private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws {
+        guard case .miss(let ticket) = worker.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: worker.out.end, count: 0))
+        else { return }
+        guard let reader = worker.reader else { throw NeedsFetch.miss }
+        worker.counters.cacheMisses += 1
+        try worker.beginReadTransaction()
+        try reader.lookup(userId) { row in
+            worker.cache.fill(userId, profile: row.map { encodeForCache($0, at: worker.valueScratch) }, ticket: ticket)
+        }
+    }
+
+    /// Answers an unfinished MGET's ids up to the high-water mark, and ends its reply once
+    /// they are all answered; true when no MGET is left unfinished.
+    ///
+    /// The cache holds what the ids had when the MGET was taken, unless it dropped them since
+    /// (or, over a shared store, its lease ran out): then the store reads them, and over a
+    /// shared store the fetchers read every id left and answer the rest of the reply. If the
+    /// store fails, part of the reply is already sent and cannot be replaced: the connection is
+    /// closed after what was sent, which no client can take for a whole reply.
+    func continueLookups(_ connection: Connection) -> Bool {
+        guard connection.unfinishedLookups != nil else { return true }
+        while !connection.unfinishedLookups!.isDone {
+            if worker.repliesReachHighWater(connection) { return false }
+            do {
+                try connection.unfinishedLookups!.withNext { try lookUp($0, exists: false, on: connection) }
+            } catch is NeedsFetch {
+                connection.unfinishedLookups!.withRemaining { count, id in
+                    worker.submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, verb: nil, arguments: count, argument: id,
+                                lookups: Array(0..<count),
+                                keyPrefix: 0, tickets: (0..<count).map { worker.fillTicket(id($0)) }, connection)
+                }
+                connection.unfinishedLookups = nil
+                return false
+            } catch {
+                connection.unfinishedLookups = nil
+                abandonPartlySentMGET(on: connection, "\(error)")
+                return false
+            }
+            connection.unfinishedLookups!.advance()
+        }
+        connection.unfinishedLookups = nil
+        reply(ReplyEncoder.end, connection)
+        return true
+    }
+
+    /// A store read failed for an MGET whose reply is partly sent: no error can replace it
+    /// (PROTOCOL.md, Backpressure), so the connection closes after what was sent.
+    func abandonPartlySentMGET(on connection: Connection, _ failure: String) {
+        Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
+                 ["error": failure])
+        worker.counters.errors += 1
+        connection.phase = .closing
+    }
+
+    func appendAbsent(_ userId: UnsafeRawBufferPointer, exists: Bool, _ connection: Connection) {
+        if exists {
+            reply(ReplyEncoder.no, connection)
+        } else {
+            worker.reserve(ReplyEncoder.notFoundLineCount(userId: userId), connection)
+            worker.out.count += ReplyEncoder.writeNotFoundLine(userId: userId, to: worker.out.end)
+        }
+    }
+
+    func appendValueLine(_ row: ProfileRow, _ connection: Connection) {
+        reserveValueLine(row, connection)
+        worker.out.count += ReplyEncoder.writeValueLine(userId: row.userId, name: row.name, portraitUri: row.portraitUri, to: worker.out.end)
+    }
+
+    /// Makes room for `row`'s VALUE line: by its bound, which reads no bytes, unless only the
+    /// exact count fits the scratch at all.
+    private func reserveValueLine(_ row: ProfileRow, _ connection: Connection) {
+        let bound = ReplyEncoder.valueLineBound(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
+        worker.reserve(bound <= worker.out.capacity ? bound
+                    : ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri),
+                connection)
+    }
+
+    /// Appends one of ReplyEncoder's fixed replies (`ReplyEncoder.stored`).
+    @inline(__always)
+    func reply(_ fixed: StaticString, _ connection: Connection) {
+        worker.reserve(fixed.utf8CodeUnitCount, connection)
+        worker.out.count += ReplyEncoder.write(fixed, to: worker.out.end)
+    }
+
+    /// Appends `<keyword> <number>\n` (`COUNT 42`, `STORED 3`).
+    func reply(_ keyword: StaticString, number: Int, _ connection: Connection) {
+        let value = UInt64(clamping: number)
+        worker.reserve(ReplyEncoder.numberLineCount(keyword, value), connection)
+        worker.out.count += ReplyEncoder.writeNumberLine(keyword, value, to: worker.out.end)
+    }
+
+    func reply(error: ProtocolError, to connection: Connection) {
+        worker.counters.errors += 1
+        worker.reserve(error.replyCount, connection)
+        worker.out.count += error.write(to: worker.out.end)
+    }
+
+    /// ERROR STORE with the reason, which names no file of the server; the log gets the whole error.
+    func reply(storeError: any Error, to connection: Connection) {
+        if let error = storeError as? StoreError {
+            Log.warn("a read of the store failed", ["error": "\(error)"])
+            reply(storeFailure: error.reason, to: connection)
+        } else {
+            reply(storeFailure: "\(storeError)", to: connection)
+        }
+    }
+
+    func reply(storeFailure reason: String, to connection: Connection) {
+        worker.counters.errors += 1
+        var line: [UInt8] = Array("ERROR STORE ".utf8)
+        line.append(contentsOf: oneLine(reason).utf8.prefix(Worker.storeFailureReasonBytes))
+        line.append(0x0A)
+        worker.reserve(line.count, connection)
+        line.withUnsafeBytes { worker.out.append($0) }
+    }
+
+    /// A multi-line reply whose store read failed halfway: replace it with ERROR STORE.
+    ///
+    /// Nothing is sent while a request is served, so all of the reply is still here: after the
+    /// mark in the scratch, or, once it outgrew the scratch, at the end of the connection's queue.
+    private func failStore(since mark: Worker.Mark, on connection: Connection, _ error: any Error) {
+        worker.takeBack(since: mark, on: connection)
+        reply(storeError: error, to: connection)
+    }
+
+    func writeStatistics(_ connection: Connection) {
+        worker.context.workerStatistics[worker.index].publish(worker.counters)
+        let snapshot = worker.context.snapshot()
+        // The one value that is not a number, so only a node over PostgreSQL has it
+        // (docs/CLUSTER.md): a single node's STATS stays all numbers, as PROTOCOL.md promises.
+        if worker.context.shared != nil {
+            worker.reserve(ReplyEncoder.statLineCount(name: "store_kind", text: snapshot.storeKind), connection)
+            worker.out.count += ReplyEncoder.writeStatLine(name: "store_kind", text: snapshot.storeKind, to: worker.out.end)
+        }
+        for (name, value) in snapshot.values {
+            worker.reserve(ReplyEncoder.statLineCount(name: name, value: UInt64(clamping: value)), connection)
+            worker.out.count += ReplyEncoder.writeStatLine(name: name, value: UInt64(clamping: value), to: worker.out.end)
+        }
+        reply(ReplyEncoder.end, connection)
+    }
+
+    /// Prefetches the cache entries of the ids the first complete lines of `bytes` look up
+    /// (`RequestDecoder.idsAhead`), when there are two or more.
+    func prefetchLookups(_ bytes: UnsafeRawPointer, _ count: Int) {
+        var gathered = 0
+        let slots = worker.lookahead
+        RequestDecoder.idsAhead(bytes, count: count, limit: Worker.lookaheadSlots) { userId in
+            slots[gathered] = PrefetchSlot(key: userId)
+            gathered += 1
+        }
+        if gathered >= 2 {
+            worker.cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
+        }
+    }
+
+    /// GET, EXISTS or MGET over a shared store: from the cache when it holds every id and may
+    /// answer, else all of it from the store.
+    func lookUpShared(_ verb: Verb, count: Int, mustFetch: Bool, _ connection: Connection,
+                      id: (Int) -> UnsafeRawBufferPointer) {
+        let mark = Worker.Mark(worker, connection)
+        // A fetch answers every id, and counts them then.
+        let countersBefore = worker.counters
+        do {
+            if mustFetch { throw NeedsFetch.miss }
+            if verb == .mget {
+                try lookUpMGET(count: count, on: connection, id: id)
+            } else {
+                try lookUp(id(0), exists: verb == .exists, on: connection)
+            }
+        } catch let reason as NeedsFetch {
+            worker.takeBack(since: mark, on: connection)
+            worker.counters = countersBefore
+            if reason == .leaseExpired { worker.counters.leaseExpiredReads += 1 }
+            worker.submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), verb: verb, arguments: count, argument: id,
+                        lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { worker.fillTicket(id($0)) }, connection)
+        } catch {
+            // The cache never throws anything else here.
+            preconditionFailure("a shared lookup failed with \(error)")
+        }
+    }
+}
+
+
+/// The session of a line-protocol connection: it keeps nothing between requests, so one serves
+/// every line-protocol connection, on whichever worker holds it at the time.
+///
+/// Immutable; used by the worker thread that holds the connection.
+final class LineSession: FrontSession {
+    /// `--max-line`: the longest request line, and so the input a connection holds at most.
+    let inputLimit: Int
+
+    init(inputLimit: Int) {
+        self.inputLimit = inputLimit
+    }
+
+    var heldBytes: Int { 0 }
+
+    func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
+        worker.lineFront.serve(connection, bytes, count)
+    }
+
+    func resume(_ connection: Connection, by worker: Worker) -> Bool {
+        worker.lineFront.continueLookups(connection)
+    }
+
+    func release() {}
+}
+
+/// How the line protocol answers a write: the reply its verb gives once committed.
+enum LineWriteAnswer: WriteAnswer {
+    /// SET: STORED.
+    case stored
+    /// MSET: STORED and the count of profiles.
+    case storedCount(Int)
+    /// UPDATE: UPDATED, or NOT_FOUND when there was no profile.
+    case updated
+    /// DEL: DELETED, or NOT_FOUND.
+    case deleted
+    /// FLUSHALL: OK.
+    case flushed
+
+    func write(_ job: WriteJob, on worker: Worker) {
+        let connection = job.connection
+        if let failure = job.failure { return worker.lineFront.reply(storeFailure: failure, to: connection) }
+        switch self {
+        case .stored: worker.lineFront.reply(ReplyEncoder.stored, connection)
+        case .storedCount(let n): worker.lineFront.reply("STORED", number: n, connection)
+        case .updated: replyIfFound(ReplyEncoder.updated, job, worker)
+        case .deleted: replyIfFound(ReplyEncoder.deleted, job, worker)
+        case .flushed: worker.lineFront.reply(ReplyEncoder.ok, connection)
+        }
+    }
+
+    /// `found` when the profile existed before the write, else NOT_FOUND.
+    private func replyIfFound(_ found: StaticString, _ job: WriteJob, _ worker: Worker) {
+        if job.results[0].before.exists {
+            worker.lineFront.reply(found, job.connection)
+        } else {
+            worker.lineFront.appendAbsent(job.argument(0), exists: false, job.connection)
+        }
+    }
+}
+
+/// How the line protocol answers a read the fetchers (or, for a listing, the worker) made.
+enum LineReadAnswer: ReadAnswer {
+    /// GET, EXISTS or MGET: a line per id, then END after an MGET's.
+    case lookups(Verb)
+    /// The ids an MGET had left once part of its reply was sent (`Worker.continueLookups`): the
+    /// rest of its reply, then END; a failure closes the connection, as no error can replace
+    /// what was sent.
+    case restOfMGET
+    /// COUNT.
+    case count
+    /// RECENT or SCAN: a VALUE line per profile, then END.
+    case rows
+
+    func write(_ job: ReadJob, on worker: Worker) {
+        let connection = job.connection
+        if let failure = job.failure {
+            if case .restOfMGET = self { return worker.lineFront.abandonPartlySentMGET(on: connection, failure) }
+            return worker.lineFront.reply(storeFailure: failure, to: connection)
+        }
+        switch self {
+        case .lookups(let verb):
+            writeLookups(job, verb, worker)
+        case .restOfMGET:
+            writeLookups(job, .mget, worker)
+        case .count:
+            worker.lineFront.reply("COUNT", number: job.count, connection)
+        case .rows:
+            for index in 0..<job.rowCount { worker.lineFront.appendValueLine(job.row(index), connection) }
+            worker.lineFront.reply(ReplyEncoder.end, connection)
+        }
+    }
+
+    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ worker: Worker) {
+        let connection = job.connection
+        for index in job.lookups.indices {
+            let values = job.profile(index)
+            if verb == .exists {
+                worker.lineFront.reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
+            } else if let values {
+                worker.lineFront.appendValueLine(ProfileRow(userId: job.userId(index), name: values.name, portraitUri: values.portraitUri),
+                                       connection)
+            } else {
+                worker.lineFront.appendAbsent(job.userId(index), exists: false, connection)
+            }
+        }
+        if verb == .mget { worker.lineFront.reply(ReplyEncoder.end, connection) }
+    }
+}
