@@ -1,4 +1,4 @@
-extension Worker {
+extension RequestProcessor {
     /// AUTH, on every front: with tokens configured, the connection takes the token's role, or
     /// no role at all for a token that names none, so it must authenticate again; without
     /// tokens every token is accepted and the role stays. Returns whether the token was

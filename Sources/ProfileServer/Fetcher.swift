@@ -67,7 +67,7 @@ final class ReadJob: @unchecked Sendable {
         self.read = read
         self.answer = answer
         self.verb = verb
-        startNanos = worker.passStart
+        startNanos = worker.processor.passStart
         arguments = ArgumentStore(count: count, argument: argument)
         self.lookups = lookups
         self.keyPrefix = keyPrefix

@@ -15,22 +15,25 @@ final class LineFront {
     /// The worker it belongs to. Held strongly, as a `let`, so that the request path calls it
     /// without reference counting; the worker breaks the cycle when its loop ends (`Worker.run`).
     let worker: Worker
+    /// The worker's, held the same way.
+    let processor: RequestProcessor
     let decoder = RequestDecoder()
     /// `--max-line`: the longest request line.
     let maxLine: Int
 
-    init(worker: Worker, maxLine: Int) {
+    init(worker: Worker, processor: RequestProcessor, maxLine: Int) {
         self.worker = worker
+        self.processor = processor
         self.maxLine = maxLine
     }
 
     /// The line protocol's `FrontSession.serve`.
     func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
-        var budget = worker.context.configuration.requestsPerWakeup
+        var budget = processor.context.configuration.requestsPerWakeup
         prefetchLookups(bytes, count)
         while used < count && budget > 0 && connection.phase == .serving {
-            if worker.repliesReachHighWater(connection) { break }
+            if processor.repliesReachHighWater(connection) { break }
             let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)
             var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine)
             if frame == .needMore && rest.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
@@ -86,7 +89,7 @@ final class LineFront {
         if !waiting && connection.role >= Verb.get.requiredRole,
            let userId = RequestDecoder.plainGetUserId(UnsafeRawBufferPointer(line)) {
             execute(.get(userId), on: connection, mustFetch: false)
-            if connection.readsInFlight == 0 { worker.countPassVerb(.get) }
+            if connection.readsInFlight == 0 { processor.countPassVerb(.get) }
             return true
         }
         // Decoding unescapes quoted tokens in place; a line we might have to leave for later
@@ -117,7 +120,7 @@ final class LineFront {
         case .success(let command):
             let fetching = connection.readsInFlight
             execute(command, on: connection, mustFetch: readsWaiting)
-            if !verb.isWrite && connection.readsInFlight == fetching { worker.countPassVerb(verb) }
+            if !verb.isWrite && connection.readsInFlight == fetching { processor.countPassVerb(verb) }
         }
         return true
     }
@@ -127,24 +130,24 @@ final class LineFront {
     /// (`HeldReplies`). Returns false, leaving the line for later, when it must wait instead:
     /// any other request, a store whose reads go to fetchers, or too much held already.
     private func answerAhead(_ verb: Verb, on connection: Connection) -> Bool {
-        guard verb == .get || verb == .exists, worker.reader != nil, connection.readsInFlight == 0,
-              verb.requiredRole <= connection.role, worker.out.remaining >= Self.heldReplyRoom,
-              connection.heldReplies.byteCount < worker.context.configuration.outputHighWater,
+        guard verb == .get || verb == .exists, processor.reader != nil, connection.readsInFlight == 0,
+              verb.requiredRole <= connection.role, processor.out.remaining >= Self.heldReplyRoom,
+              connection.heldReplies.byteCount < processor.context.configuration.outputHighWater,
               case .success(let command) = decoder.command() else { return false }
         let userId: UnsafeRawBufferPointer
         switch command {
         case .get(let id), .exists(let id): userId = id
         default: return false
         }
-        guard !worker.writesInFlight(touch: userId, on: connection) else { return false }
-        worker.holdReply(on: connection) { execute(command, on: connection, mustFetch: false) }
-        worker.countPassVerb(verb)
+        guard !processor.writesInFlight(touch: userId, on: connection) else { return false }
+        processor.holdReply(on: connection) { execute(command, on: connection, mustFetch: false) }
+        processor.countPassVerb(verb)
         return true
     }
 
     /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
     /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
-    static let heldReplyRoom = max(Worker.valueLineCapacity, "ERROR STORE \n".utf8.count + Worker.storeFailureReasonBytes)
+    static let heldReplyRoom = max(RequestProcessor.valueLineCapacity, "ERROR STORE \n".utf8.count + RequestProcessor.storeFailureReasonBytes)
 
     // Inlined into serveLine, its only caller, so the command is not copied to be passed on.
     /// `mustFetch`: reads of a shared store are in flight on the connection, so a lookup goes
@@ -155,33 +158,33 @@ final class LineFront {
         case .ping:
             reply(ReplyEncoder.pong, connection)
         case .get(let userId):
-            if worker.reader == nil { return lookUpShared(.get, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
+            if processor.reader == nil { return lookUpShared(.get, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
             do { try lookUp(userId, exists: false, on: connection) } catch { reply(storeError: error, to: connection) }
         case .exists(let userId):
-            if worker.reader == nil { return lookUpShared(.exists, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
+            if processor.reader == nil { return lookUpShared(.exists, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
             do { try lookUp(userId, exists: true, on: connection) } catch { reply(storeError: error, to: connection) }
         case .mget(let count):
             let decoder = self.decoder
-            if worker.reader == nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
-            let mark = Worker.Mark(worker, connection)
+            if processor.reader == nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
+            let mark = RequestProcessor.Mark(processor, connection)
             do {
                 try lookUpMGET(count: count, on: connection) { decoder.argument($0) }
             } catch {
                 failStore(since: mark, on: connection, error)
             }
         case .count:
-            worker.readListing(.count, answer: LineReadAnswer.count, verb: .count, arguments: 0,
+            processor.readListing(.count, answer: LineReadAnswer.count, verb: .count, arguments: 0,
                         argument: { _ in fatalError("COUNT has no arguments") }, connection)
         case .recent(let limit):
-            worker.readListing(.recent(limit: limit), answer: LineReadAnswer.rows, verb: .recent, arguments: 0,
+            processor.readListing(.recent(limit: limit), answer: LineReadAnswer.rows, verb: .recent, arguments: 0,
                         argument: { _ in fatalError("RECENT's limit is in its request") }, connection)
         case .scan(let after, let limit):
-            worker.readListing(.scan(after: Array(after), limit: limit), answer: LineReadAnswer.rows, verb: .scan, arguments: 0,
+            processor.readListing(.scan(after: Array(after), limit: limit), answer: LineReadAnswer.rows, verb: .scan, arguments: 0,
                         argument: { _ in fatalError("SCAN's arguments are in its request") }, connection)
         case .stats:
             writeStatistics(connection)
         case .auth(let token):
-            if worker.authenticate(token, on: connection) { reply(ReplyEncoder.ok, connection) } else { reply(error: .wrongToken, to: connection) }
+            if processor.authenticate(token, on: connection) { reply(ReplyEncoder.ok, connection) } else { reply(error: .wrongToken, to: connection) }
         case .quit:
             reply(ReplyEncoder.bye, connection)
             connection.phase = .closing
@@ -198,7 +201,7 @@ final class LineFront {
             let count = name != nil && portraitUri != nil ? 3 : 2
             let update = JobOperation(kind: .patch(createsMissing: false, removesEmptied: false), userId: 0,
                                       name: name != nil ? .set(1) : .keep, portraitUri: portraitUri != nil ? .set(count - 1) : .keep)
-            worker.submit(WriteJob(connection: connection, operations: SmallList(CollectionOfOne(update)), answer: LineWriteAnswer.updated, verb: .update,
+            processor.submit(WriteJob(connection: connection, operations: SmallList(CollectionOfOne(update)), answer: LineWriteAnswer.updated, verb: .update,
                             arguments: count) { $0 == 0 ? userId : $0 == 1 ? second : portraitUri! },
                    connection)
         case .del:
@@ -211,7 +214,7 @@ final class LineFront {
     private func enqueue(_ operations: SmallList<JobOperation>, _ answer: LineWriteAnswer, _ verb: Verb, arguments: Int,
                          _ connection: Connection) {
         let decoder = self.decoder
-        worker.submit(WriteJob(connection: connection, operations: operations, answer: answer, verb: verb, arguments: arguments) {
+        processor.submit(WriteJob(connection: connection, operations: operations, answer: answer, verb: verb, arguments: arguments) {
             decoder.argument($0)
         }, connection)
     }
@@ -221,53 +224,53 @@ final class LineFront {
     /// GET/MGET/EXISTS of one id: the cache first, then the store, filling the cache.
     /// - Throws: the store's error; nothing was appended for this id then.
     func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
-        if !worker.cacheVouched { throw NeedsFetch.leaseExpired }
-        worker.counters.getLookups += 1
+        if !processor.cacheVouched { throw NeedsFetch.leaseExpired }
+        processor.counters.getLookups += 1
         // A hit's reply line is copied straight to the end of the scratch, if it fits in what
         // is left; EXISTS offers no room, as it needs only the outcome.
         var outcome: CacheCopy
         while true {
-            let room = exists ? 0 : worker.out.remaining
-            outcome = worker.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: worker.out.end, count: room))
+            let room = exists ? 0 : processor.out.remaining
+            outcome = processor.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: room))
             guard case .hit(let replyCount) = outcome, !exists, replyCount > room else { break }
             // It did not fit: move the scratch to the connection's queue and look again.
-            precondition(worker.out.count > 0, "a cached reply longer than the whole reply scratch")
-            worker.spill(connection)
+            precondition(processor.out.count > 0, "a cached reply longer than the whole reply scratch")
+            processor.spill(connection)
         }
         switch outcome {
         case .hit(let replyCount):
-            worker.counters.cacheHits += 1
-            worker.counters.getHits += 1
+            processor.counters.cacheHits += 1
+            processor.counters.getHits += 1
             if exists {
                 reply(ReplyEncoder.yes, connection)
             } else {
-                worker.out.count += replyCount
+                processor.out.count += replyCount
             }
         case .absent:
-            worker.counters.cacheHits += 1
-            worker.counters.getMisses += 1
+            processor.counters.cacheHits += 1
+            processor.counters.getMisses += 1
             appendAbsent(userId, exists: exists, connection)
         case .miss(let ticket):
             // A store the fetchers read gives the loop no reader.
-            guard let reader = worker.reader else { throw NeedsFetch.miss }
-            worker.counters.cacheMisses += 1
-            try worker.beginReadTransaction()
+            guard let reader = processor.reader else { throw NeedsFetch.miss }
+            processor.counters.cacheMisses += 1
+            try processor.beginReadTransaction()
             try reader.lookup(userId) { row in
                 guard let row else {
-                    worker.cache.fill(userId, profile: nil, ticket: ticket)
-                    worker.counters.getMisses += 1
+                    processor.cache.fill(userId, profile: nil, ticket: ticket)
+                    processor.counters.getMisses += 1
                     appendAbsent(userId, exists: exists, connection)
                     return
                 }
-                worker.counters.getHits += 1
+                processor.counters.getHits += 1
                 // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
                 reserveValueLine(row, connection)
-                let encoded = encodeForCache(row, at: worker.out.end)
-                worker.cache.fill(userId, profile: encoded, ticket: ticket)
+                let encoded = encodeForCache(row, at: processor.out.end)
+                processor.cache.fill(userId, profile: encoded, ticket: ticket)
                 if exists {
                     reply(ReplyEncoder.yes, connection)
                 } else {
-                    worker.out.count += encoded.reply.count
+                    processor.out.count += encoded.reply.count
                 }
             }
         }
@@ -278,7 +281,7 @@ final class LineFront {
     /// - Throws: the store's error or `NeedsFetch`; the reply so far must then be taken back.
     func lookUpMGET(count: Int, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
         for i in 0..<count {
-            if i > 0 && worker.repliesReachHighWater(connection) { return try leaveLookups(i..<count, on: connection, id: id) }
+            if i > 0 && processor.repliesReachHighWater(connection) { return try leaveLookups(i..<count, on: connection, id: id) }
             try lookUp(id(i), exists: false, on: connection)
         }
         reply(ReplyEncoder.end, connection)
@@ -297,13 +300,13 @@ final class LineFront {
     /// Reads `userId` from the store into the cache unless the cache holds it or its absence.
     /// - Throws: the store's error; `NeedsFetch.miss` when the store is read by the fetchers.
     private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws {
-        guard case .miss(let ticket) = worker.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: worker.out.end, count: 0))
+        guard case .miss(let ticket) = processor.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: 0))
         else { return }
-        guard let reader = worker.reader else { throw NeedsFetch.miss }
-        worker.counters.cacheMisses += 1
-        try worker.beginReadTransaction()
+        guard let reader = processor.reader else { throw NeedsFetch.miss }
+        processor.counters.cacheMisses += 1
+        try processor.beginReadTransaction()
         try reader.lookup(userId) { row in
-            worker.cache.fill(userId, profile: row.map { encodeForCache($0, at: worker.valueScratch) }, ticket: ticket)
+            processor.cache.fill(userId, profile: row.map { encodeForCache($0, at: processor.valueScratch) }, ticket: ticket)
         }
     }
 
@@ -318,14 +321,14 @@ final class LineFront {
     func continueLookups(_ connection: Connection) -> Bool {
         guard connection.unfinishedLookups != nil else { return true }
         while !connection.unfinishedLookups!.isDone {
-            if worker.repliesReachHighWater(connection) { return false }
+            if processor.repliesReachHighWater(connection) { return false }
             do {
                 try connection.unfinishedLookups!.withNext { try lookUp($0, exists: false, on: connection) }
             } catch is NeedsFetch {
                 connection.unfinishedLookups!.withRemaining { count, id in
-                    worker.submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, verb: nil, arguments: count, argument: id,
+                    processor.submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, verb: nil, arguments: count, argument: id,
                                 lookups: Array(0..<count),
-                                keyPrefix: 0, tickets: (0..<count).map { worker.fillTicket(id($0)) }, connection)
+                                keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
                 }
                 connection.unfinishedLookups = nil
                 return false
@@ -346,7 +349,7 @@ final class LineFront {
     func abandonPartlySentMGET(on connection: Connection, _ failure: String) {
         Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
                  ["error": failure])
-        worker.counters.errors += 1
+        processor.counters.errors += 1
         connection.phase = .closing
     }
 
@@ -354,21 +357,21 @@ final class LineFront {
         if exists {
             reply(ReplyEncoder.no, connection)
         } else {
-            worker.reserve(ReplyEncoder.notFoundLineCount(userId: userId), connection)
-            worker.out.count += ReplyEncoder.writeNotFoundLine(userId: userId, to: worker.out.end)
+            processor.reserve(ReplyEncoder.notFoundLineCount(userId: userId), connection)
+            processor.out.count += ReplyEncoder.writeNotFoundLine(userId: userId, to: processor.out.end)
         }
     }
 
     func appendValueLine(_ row: ProfileRow, _ connection: Connection) {
         reserveValueLine(row, connection)
-        worker.out.count += ReplyEncoder.writeValueLine(userId: row.userId, name: row.name, portraitUri: row.portraitUri, to: worker.out.end)
+        processor.out.count += ReplyEncoder.writeValueLine(userId: row.userId, name: row.name, portraitUri: row.portraitUri, to: processor.out.end)
     }
 
     /// Makes room for `row`'s VALUE line: by its bound, which reads no bytes, unless only the
     /// exact count fits the scratch at all.
     private func reserveValueLine(_ row: ProfileRow, _ connection: Connection) {
         let bound = ReplyEncoder.valueLineBound(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
-        worker.reserve(bound <= worker.out.capacity ? bound
+        processor.reserve(bound <= processor.out.capacity ? bound
                     : ReplyEncoder.valueLineCount(userId: row.userId, name: row.name, portraitUri: row.portraitUri),
                 connection)
     }
@@ -376,21 +379,21 @@ final class LineFront {
     /// Appends one of ReplyEncoder's fixed replies (`ReplyEncoder.stored`).
     @inline(__always)
     func reply(_ fixed: StaticString, _ connection: Connection) {
-        worker.reserve(fixed.utf8CodeUnitCount, connection)
-        worker.out.count += ReplyEncoder.write(fixed, to: worker.out.end)
+        processor.reserve(fixed.utf8CodeUnitCount, connection)
+        processor.out.count += ReplyEncoder.write(fixed, to: processor.out.end)
     }
 
     /// Appends `<keyword> <number>\n` (`COUNT 42`, `STORED 3`).
     func reply(_ keyword: StaticString, number: Int, _ connection: Connection) {
         let value = UInt64(clamping: number)
-        worker.reserve(ReplyEncoder.numberLineCount(keyword, value), connection)
-        worker.out.count += ReplyEncoder.writeNumberLine(keyword, value, to: worker.out.end)
+        processor.reserve(ReplyEncoder.numberLineCount(keyword, value), connection)
+        processor.out.count += ReplyEncoder.writeNumberLine(keyword, value, to: processor.out.end)
     }
 
     func reply(error: ProtocolError, to connection: Connection) {
-        worker.counters.errors += 1
-        worker.reserve(error.replyCount, connection)
-        worker.out.count += error.write(to: worker.out.end)
+        processor.counters.errors += 1
+        processor.reserve(error.replyCount, connection)
+        processor.out.count += error.write(to: processor.out.end)
     }
 
     /// ERROR STORE with the reason, which names no file of the server; the log gets the whole error.
@@ -404,35 +407,35 @@ final class LineFront {
     }
 
     func reply(storeFailure reason: String, to connection: Connection) {
-        worker.counters.errors += 1
+        processor.counters.errors += 1
         var line: [UInt8] = Array("ERROR STORE ".utf8)
-        line.append(contentsOf: oneLine(reason).utf8.prefix(Worker.storeFailureReasonBytes))
+        line.append(contentsOf: oneLine(reason).utf8.prefix(RequestProcessor.storeFailureReasonBytes))
         line.append(0x0A)
-        worker.reserve(line.count, connection)
-        line.withUnsafeBytes { worker.out.append($0) }
+        processor.reserve(line.count, connection)
+        line.withUnsafeBytes { processor.out.append($0) }
     }
 
     /// A multi-line reply whose store read failed halfway: replace it with ERROR STORE.
     ///
     /// Nothing is sent while a request is served, so all of the reply is still here: after the
     /// mark in the scratch, or, once it outgrew the scratch, at the end of the connection's queue.
-    private func failStore(since mark: Worker.Mark, on connection: Connection, _ error: any Error) {
-        worker.takeBack(since: mark, on: connection)
+    private func failStore(since mark: RequestProcessor.Mark, on connection: Connection, _ error: any Error) {
+        processor.takeBack(since: mark, on: connection)
         reply(storeError: error, to: connection)
     }
 
     func writeStatistics(_ connection: Connection) {
-        worker.context.workerStatistics[worker.index].publish(worker.counters)
-        let snapshot = worker.context.snapshot()
+        processor.context.workerStatistics[processor.index].publish(processor.counters)
+        let snapshot = processor.context.snapshot()
         // The one value that is not a number, so only a node over PostgreSQL has it
         // (docs/CLUSTER.md): a single node's STATS stays all numbers, as PROTOCOL.md promises.
-        if worker.context.shared != nil {
-            worker.reserve(ReplyEncoder.statLineCount(name: "store_kind", text: snapshot.storeKind), connection)
-            worker.out.count += ReplyEncoder.writeStatLine(name: "store_kind", text: snapshot.storeKind, to: worker.out.end)
+        if processor.context.shared != nil {
+            processor.reserve(ReplyEncoder.statLineCount(name: "store_kind", text: snapshot.storeKind), connection)
+            processor.out.count += ReplyEncoder.writeStatLine(name: "store_kind", text: snapshot.storeKind, to: processor.out.end)
         }
         for (name, value) in snapshot.values {
-            worker.reserve(ReplyEncoder.statLineCount(name: name, value: UInt64(clamping: value)), connection)
-            worker.out.count += ReplyEncoder.writeStatLine(name: name, value: UInt64(clamping: value), to: worker.out.end)
+            processor.reserve(ReplyEncoder.statLineCount(name: name, value: UInt64(clamping: value)), connection)
+            processor.out.count += ReplyEncoder.writeStatLine(name: name, value: UInt64(clamping: value), to: processor.out.end)
         }
         reply(ReplyEncoder.end, connection)
     }
@@ -441,13 +444,13 @@ final class LineFront {
     /// (`RequestDecoder.idsAhead`), when there are two or more.
     func prefetchLookups(_ bytes: UnsafeRawPointer, _ count: Int) {
         var gathered = 0
-        let slots = worker.lookahead
-        RequestDecoder.idsAhead(bytes, count: count, limit: Worker.lookaheadSlots) { userId in
+        let slots = processor.lookahead
+        RequestDecoder.idsAhead(bytes, count: count, limit: RequestProcessor.lookaheadSlots) { userId in
             slots[gathered] = PrefetchSlot(key: userId)
             gathered += 1
         }
         if gathered >= 2 {
-            worker.cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
+            processor.cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
         }
     }
 
@@ -455,9 +458,9 @@ final class LineFront {
     /// answer, else all of it from the store.
     func lookUpShared(_ verb: Verb, count: Int, mustFetch: Bool, _ connection: Connection,
                       id: (Int) -> UnsafeRawBufferPointer) {
-        let mark = Worker.Mark(worker, connection)
+        let mark = RequestProcessor.Mark(processor, connection)
         // A fetch answers every id, and counts them then.
-        let countersBefore = worker.counters
+        let countersBefore = processor.counters
         do {
             if mustFetch { throw NeedsFetch.miss }
             if verb == .mget {
@@ -466,11 +469,11 @@ final class LineFront {
                 try lookUp(id(0), exists: verb == .exists, on: connection)
             }
         } catch let reason as NeedsFetch {
-            worker.takeBack(since: mark, on: connection)
-            worker.counters = countersBefore
-            if reason == .leaseExpired { worker.counters.leaseExpiredReads += 1 }
-            worker.submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), verb: verb, arguments: count, argument: id,
-                        lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { worker.fillTicket(id($0)) }, connection)
+            processor.takeBack(since: mark, on: connection)
+            processor.counters = countersBefore
+            if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
+            processor.submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), verb: verb, arguments: count, argument: id,
+                        lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
         } catch {
             // The cache never throws anything else here.
             preconditionFailure("a shared lookup failed with \(error)")

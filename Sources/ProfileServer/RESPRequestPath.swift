@@ -19,16 +19,19 @@ final class RESPFront {
     /// The worker it belongs to. Held strongly, as a `let`, so that the request path calls it
     /// without reference counting; the worker breaks the cycle when its loop ends (`Worker.run`).
     let worker: Worker
+    /// The worker's, held the same way.
+    let processor: RequestProcessor
     let decoder = RESPDecoder()
     /// The context's and the worker's, held here so that the request path reads them without
     /// reference counting.
     let keyspace: RESPKeyspace
     let cache: ProfileCache
 
-    init(worker: Worker, keyspace: RESPKeyspace, cache: ProfileCache) {
+    init(worker: Worker, processor: RequestProcessor, keyspace: RESPKeyspace) {
         self.worker = worker
+        self.processor = processor
         self.keyspace = keyspace
-        self.cache = cache
+        cache = processor.cache
     }
 
     // MARK: Requests
@@ -37,9 +40,9 @@ final class RESPFront {
     /// (HGETALL, HGET and the other key reads), when there are two or more.
     func prefetchKeys(_ bytes: UnsafeRawPointer, _ count: Int) {
         var gathered = 0
-        let slots = worker.lookahead
+        let slots = processor.lookahead
         let keyspace = self.keyspace
-        RESPDecoder.keysAhead(bytes, count: count, limit: Worker.lookaheadSlots) { key in
+        RESPDecoder.keysAhead(bytes, count: count, limit: RequestProcessor.lookaheadSlots) { key in
             if let userId = keyspace.possibleUserId(ofKey: key) {
                 slots[gathered] = PrefetchSlot(key: userId)
                 gathered += 1
@@ -53,10 +56,10 @@ final class RESPFront {
     /// RESP's `FrontSession.serve`: serves every whole request at the start of `bytes`.
     func serve(_ connection: Connection, _ session: RESPSession, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
-        var budget = worker.context.configuration.requestsPerWakeup
+        var budget = processor.context.configuration.requestsPerWakeup
         if session.decodeState == RESPDecodeState() { prefetchKeys(bytes, count) }
         while used < count && budget > 0 && connection.phase == .serving {
-            if worker.repliesReachHighWater(connection) { break }
+            if processor.repliesReachHighWater(connection) { break }
             // Restored when a request must wait: the next pass decodes it again from its start.
             let resumeAt = session.decodeState
             let input = UnsafeRawBufferPointer(start: bytes + used, count: count - used)
@@ -71,9 +74,9 @@ final class RESPFront {
                     session.decodeState = resumeAt
                     return used
                 }
-                worker.counters.errors += 1
-                worker.reserve(error.replyCount, connection)
-                worker.out.count += error.write(to: worker.out.end)
+                processor.counters.errors += 1
+                processor.reserve(error.replyCount, connection)
+                processor.out.count += error.write(to: processor.out.end)
                 connection.phase = .closing
                 return count
             case .request(let consumed):
@@ -102,17 +105,17 @@ final class RESPFront {
         guard let command = RESPCommandName.lookup(arguments[0]) else {
             if waiting { return false }
             session.transaction?.fail()
-            worker.counters.errors += 1
-            worker.reserve(RESPEncoder.unknownCommandCount(arguments), connection)
-            worker.out.count += RESPEncoder.writeUnknownCommand(arguments, to: worker.out.end)
+            processor.counters.errors += 1
+            processor.reserve(RESPEncoder.unknownCommandCount(arguments), connection)
+            processor.out.count += RESPEncoder.writeUnknownCommand(arguments, to: processor.out.end)
             return true
         }
         if !command.arityAllows(arguments.count) {
             if waiting { return false }
             session.transaction?.fail()
-            worker.counters.errors += 1
-            worker.reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
-            worker.out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: worker.out.end)
+            processor.counters.errors += 1
+            processor.reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
+            processor.out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: processor.out.end)
             return true
         }
         if command.requiredRole > connection.role {
@@ -167,15 +170,15 @@ final class RESPFront {
     /// or too much held already.
     private func answerRESPAhead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                                  _ connection: Connection) -> Bool {
-        guard worker.reader != nil, worker.out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
-              connection.heldReplies.byteCount < worker.context.configuration.outputHighWater,
+        guard processor.reader != nil, processor.out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
+              connection.heldReplies.byteCount < processor.context.configuration.outputHighWater,
               keyspace.checkRead(command, arguments) == nil else { return false }
         let keys = command == .exists ? arguments.count - 1 : 1
         for index in 1...keys {
             // A key that names no profile is never written.
-            if let userId = keyspace.userId(ofKey: arguments[index]), worker.writesInFlight(touch: userId, on: connection) { return false }
+            if let userId = keyspace.userId(ofKey: arguments[index]), processor.writesInFlight(touch: userId, on: connection) { return false }
         }
-        worker.holdReply(on: connection) { executeRESP(command, arguments, connection) }
+        processor.holdReply(on: connection) { executeRESP(command, arguments, connection) }
         countPassCommand(command)
         return true
     }
@@ -189,7 +192,7 @@ final class RESPFront {
         case .hmget: argumentCount - 2
         default: ProfileField.allCases.count
         }
-        return 64 + max(Worker.storeFailureReasonBytes, values * (Limits.portraitUri + 32))
+        return 64 + max(RequestProcessor.storeFailureReasonBytes, values * (Limits.portraitUri + 32))
     }
 
     /// Between MULTI and EXEC: EXEC, DISCARD, MULTI, WATCH and QUIT act at once; every other
@@ -229,7 +232,7 @@ final class RESPFront {
         default:
             var problem = command.isWrite ? keyspace.checkWrite(command, arguments) : keyspace.checkRead(command, arguments)
             // EXEC answers at once: only a store this loop reads can answer a SCAN then.
-            if command == .scan && worker.reader == nil {
+            if command == .scan && processor.reader == nil {
                 problem = .fixed(RESPText.scanInSharedTransaction)
             }
             if let problem {
@@ -244,7 +247,7 @@ final class RESPFront {
             } else {
                 let cost = RESPTransaction.cost(of: arguments)
                 // A store failure's reply is the largest error.
-                let replyBound = max(keyspace.replyBound(command, arguments), 64 + Worker.storeFailureReasonBytes)
+                let replyBound = max(keyspace.replyBound(command, arguments), 64 + RequestProcessor.storeFailureReasonBytes)
                 if transaction.bytes + cost > RESPTransaction.maxBytes {
                     transaction.fail()
                     respError(.fixed(RESPText.transactionTooLarge), connection)
@@ -265,7 +268,7 @@ final class RESPFront {
     @inline(__always)
     private func countPassCommand(_ command: RESPCommandName) {
         guard !command.isWrite && command != .exec else { return }
-        worker.countPassVerb(command.verb)
+        processor.countPassVerb(command.verb)
     }
 
     // MARK: Commands that change nothing
@@ -287,9 +290,9 @@ final class RESPFront {
             // Redis's table allows any count; PING itself refuses more than a message, also at
             // its turn in an EXEC.
             if arguments.count > 2 {
-                worker.counters.errors += 1
-                worker.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.ping), connection)
-                worker.out.count += RESPEncoder.writeWrongNumberOfArguments(.ping, to: worker.out.end)
+                processor.counters.errors += 1
+                processor.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.ping), connection)
+                processor.out.count += RESPEncoder.writeWrongNumberOfArguments(.ping, to: processor.out.end)
             } else if arguments.count == 1 {
                 respSimple("PONG", connection)
             } else {
@@ -301,7 +304,7 @@ final class RESPFront {
             hello(arguments, connection)
         case .auth:
             if arguments.count > 3 { return respError(.fixed(RESPText.syntax), connection) }
-            if worker.authenticate(arguments[arguments.count - 1], on: connection) {
+            if processor.authenticate(arguments[arguments.count - 1], on: connection) {
                 respSimple("OK", connection)
             } else {
                 respError(.fixed(RESPText.wrongPass), connection)
@@ -319,9 +322,9 @@ final class RESPFront {
         case .dbsize:
             if inTransaction {
                 // Inside EXEC nothing waits for a fetch: what the store's writes left.
-                respInteger(worker.context.writePath.rowCount, connection)
+                respInteger(processor.context.writePath.rowCount, connection)
             } else {
-                worker.readListing(.count, answer: RESPReadAnswer.dbsize, verb: command.verb, arguments: 0,
+                processor.readListing(.count, answer: RESPReadAnswer.dbsize, verb: command.verb, arguments: 0,
                             argument: { _ in fatalError("DBSIZE has no arguments") }, connection)
             }
         case .command:
@@ -342,36 +345,36 @@ final class RESPFront {
             respSimple("OK", connection)
         case .exists:
             if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
-            let mark = Worker.Mark(worker, connection)
-            let countersBefore = worker.counters
+            let mark = RequestProcessor.Mark(processor, connection)
+            let countersBefore = processor.counters
             do {
                 var found = 0
                 for key in arguments.dropFirst() where try readProfile(key) != nil { found += 1 }
                 respInteger(found, connection)
             } catch let reason as NeedsFetch {
-                worker.takeBack(since: mark, on: connection)
-                worker.counters = countersBefore
-                if reason == .leaseExpired { worker.counters.leaseExpiredReads += 1 }
+                processor.takeBack(since: mark, on: connection)
+                processor.counters = countersBefore
+                if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
                 fetch(command, arguments, connection)
             } catch {
                 failRESP(since: mark, on: connection, error)
             }
         case _ where command.readsKey:
             if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
-            let countersBefore = worker.counters
+            let countersBefore = processor.counters
             do {
                 if command == .hgetall {
                     // Room first, so the reply is written from the cached entry itself.
-                    worker.reserve(Self.respHeldReplyRoom(command, arguments.count), connection)
+                    processor.reserve(Self.respHeldReplyRoom(command, arguments.count), connection)
                     let version = connection.resp.version
-                    let end = worker.out.end
-                    worker.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
+                    let end = processor.out.end
+                    processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
                 } else {
                     writeKeyRead(command, arguments, try readProfile(arguments[1]), connection)
                 }
             } catch let reason as NeedsFetch {
-                worker.counters = countersBefore
-                if reason == .leaseExpired { worker.counters.leaseExpiredReads += 1 }
+                processor.counters = countersBefore
+                if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
                 fetch(command, arguments, connection)
             } catch {
                 respStoreError(error, connection)
@@ -387,11 +390,11 @@ final class RESPFront {
                    _ connection: Connection) {
         let keys = command == .exists ? Array(1..<arguments.count) : [1]
         let lookups = keys.filter { keyspace.userId(ofKey: arguments[$0]) != nil }
-        let prefix = worker.context.configuration.respKeyPrefix.count
-        worker.submitFetch(.lookups, answer: RESPReadAnswer.command(command), verb: command.verb, arguments: arguments.count,
+        let prefix = processor.context.configuration.respKeyPrefix.count
+        processor.submitFetch(.lookups, answer: RESPReadAnswer.command(command), verb: command.verb, arguments: arguments.count,
                     argument: { arguments[$0] },
                     lookups: lookups, keyPrefix: prefix,
-                    tickets: lookups.map { worker.fillTicket(UnsafeRawBufferPointer(rebasing: arguments[$0][prefix...])) }, connection)
+                    tickets: lookups.map { processor.fillTicket(UnsafeRawBufferPointer(rebasing: arguments[$0][prefix...])) }, connection)
     }
 
     /// A key's profile, from the cache, else the store (which then fills the cache); nil when
@@ -399,7 +402,7 @@ final class RESPFront {
     /// until the next read.
     /// - Throws: the store's error.
     func readProfile(_ key: UnsafeRawBufferPointer) throws -> ProfileValues? {
-        let scratch = worker.fieldScratch
+        let scratch = processor.fieldScratch
         return try withProfile(key) { values in values.map { Self.copy($0.name, $0.portraitUri, to: scratch) } }
     }
 
@@ -409,14 +412,14 @@ final class RESPFront {
     /// during `use`.
     /// - Throws: the store's error, or `NeedsFetch`; `use` has not run then.
     func withProfile<R>(_ key: UnsafeRawBufferPointer, _ use: (ProfileValues?) -> R) throws -> R {
-        worker.counters.getLookups += 1
+        processor.counters.getLookups += 1
         guard let userId = keyspace.possibleUserId(ofKey: key) else {
-            worker.counters.getMisses += 1
+            processor.counters.getMisses += 1
             return use(nil)
         }
-        if !worker.cacheVouched {
+        if !processor.cacheVouched {
             guard RESPKeyspace.isUserId(userId) else {
-                worker.counters.getMisses += 1
+                processor.counters.getMisses += 1
                 return use(nil)
             }
             throw NeedsFetch.leaseExpired
@@ -432,35 +435,35 @@ final class RESPFront {
         let ticket: FillTicket
         switch found {
         case .hit(let answered):
-            worker.counters.cacheHits += 1
-            worker.counters.getHits += 1
+            processor.counters.cacheHits += 1
+            processor.counters.getHits += 1
             return answered
         case .absent(let answered):
-            worker.counters.cacheHits += 1
-            worker.counters.getMisses += 1
+            processor.counters.cacheHits += 1
+            processor.counters.getMisses += 1
             return answered
         case .miss(let missed):
             ticket = missed
         }
         // The cache holds only userIds; what it does not know is checked before the store is asked.
         guard RESPKeyspace.isUserId(userId) else {
-            worker.counters.getMisses += 1
+            processor.counters.getMisses += 1
             return use(nil)
         }
         // A store the fetchers read gives the loop no reader.
-        guard let reader = worker.reader else { throw NeedsFetch.miss }
-        worker.counters.cacheMisses += 1
-        try worker.beginReadTransaction()
-        let valueLines = worker.valueScratch
+        guard let reader = processor.reader else { throw NeedsFetch.miss }
+        processor.counters.cacheMisses += 1
+        try processor.beginReadTransaction()
+        let valueLines = processor.valueScratch
         return try reader.lookup(userId) { row -> R in
             guard let row else {
-                worker.context.cache.fill(userId, profile: nil, ticket: ticket)
-                worker.counters.getMisses += 1
+                processor.context.cache.fill(userId, profile: nil, ticket: ticket)
+                processor.counters.getMisses += 1
                 return use(nil)
             }
-            worker.counters.getHits += 1
+            processor.counters.getHits += 1
             let encoded = encodeForCache(row, at: valueLines)
-            worker.context.cache.fill(userId, profile: encoded, ticket: ticket)
+            processor.context.cache.fill(userId, profile: encoded, ticket: ticket)
             return use(ProfileValues(name: encoded.name, portraitUri: encoded.portraitUri))
         }
     }
@@ -491,8 +494,8 @@ final class RESPFront {
             for field in arguments.dropFirst(2) { respField(values, ProfileField(field)!, connection) }
         case .hgetall:
             let version = connection.resp.version
-            worker.reserve(RESPEncoder.profileHashCount(values, version), connection)
-            worker.out.count += RESPEncoder.writeProfileHash(values, version, to: worker.out.end)
+            processor.reserve(RESPEncoder.profileHashCount(values, version), connection)
+            processor.out.count += RESPEncoder.writeProfileHash(values, version, to: processor.out.end)
         case .hkeys, .hvals:
             respArrayHeader(values?.fieldCount ?? 0, connection)
             for field in ProfileField.allCases where values?.has(field) == true {
@@ -527,7 +530,7 @@ final class RESPFront {
         case .success(let parsed): hello = parsed
         case .failure(let problem): return respError(problem, connection)
         }
-        if let token = hello.token, !worker.authenticate(token, on: connection) { return respError(.fixed(RESPText.wrongPass), connection) }
+        if let token = hello.token, !processor.authenticate(token, on: connection) { return respError(.fixed(RESPText.wrongPass), connection) }
         if let name = hello.name {
             guard RESPArgument.isClientName(name) else { return respError(.fixed(RESPText.clientName), connection) }
             session.name = name.count > 0 ? Array(name) : nil
@@ -548,9 +551,9 @@ final class RESPFront {
         let session = connection.resp
         let sub = arguments[1]
         func wrongCount(_ subcommand: StaticString) {
-            worker.counters.errors += 1
-            worker.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.client, subcommand: subcommand), connection)
-            worker.out.count += RESPEncoder.writeWrongNumberOfArguments(.client, subcommand: subcommand, to: worker.out.end)
+            processor.counters.errors += 1
+            processor.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.client, subcommand: subcommand), connection)
+            processor.out.count += RESPEncoder.writeWrongNumberOfArguments(.client, subcommand: subcommand, to: processor.out.end)
         }
         if RESPKeyword.matches(sub, "SETNAME") {
             guard arguments.count == 3 else { return wrongCount("setname") }
@@ -575,9 +578,9 @@ final class RESPFront {
     }
 
     private func unknownSubcommand(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        worker.counters.errors += 1
-        worker.reserve(RESPEncoder.unknownSubcommandCount(arguments), connection)
-        worker.out.count += RESPEncoder.writeUnknownSubcommand(arguments, to: worker.out.end)
+        processor.counters.errors += 1
+        processor.reserve(RESPEncoder.unknownSubcommandCount(arguments), connection)
+        processor.out.count += RESPEncoder.writeUnknownSubcommand(arguments, to: processor.out.end)
     }
 
     /// `CONFIG GET pattern [pattern ...]`: `save`, `appendonly` and `maxmemory`, as redis-benchmark
@@ -585,12 +588,12 @@ final class RESPFront {
     private func config(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
         guard RESPKeyword.matches(arguments[1], "GET") else { return unknownSubcommand(arguments, connection) }
         guard arguments.count >= 3 else {
-            worker.counters.errors += 1
-            worker.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.config, subcommand: "get"), connection)
-            worker.out.count += RESPEncoder.writeWrongNumberOfArguments(.config, subcommand: "get", to: worker.out.end)
+            processor.counters.errors += 1
+            processor.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.config, subcommand: "get"), connection)
+            processor.out.count += RESPEncoder.writeWrongNumberOfArguments(.config, subcommand: "get", to: processor.out.end)
             return
         }
-        let maxmemory = Array(String(worker.context.cache.statistics.limitBytes).utf8)
+        let maxmemory = Array(String(processor.context.cache.statistics.limitBytes).utf8)
         let parameters: [(StaticString, [UInt8])] = [("save", []), ("appendonly", Array("no".utf8)), ("maxmemory", maxmemory)]
         var matched: [(StaticString, [UInt8])] = []
         for (name, value) in parameters {
@@ -608,15 +611,15 @@ final class RESPFront {
 
     /// `INFO [section ...]`: the server's counts, laid out by the codec (`RESPServerFacts`).
     private func info(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        let snapshot = worker.context.snapshot().values
+        let snapshot = processor.context.snapshot().values
         func stat(_ name: StaticString) -> Int {
             snapshot.first { $0.name.utf8CodeUnitCount == name.utf8CodeUnitCount
                 && memcmp($0.name.utf8Start, name.utf8Start, name.utf8CodeUnitCount) == 0 }?.value ?? 0
         }
-        let facts = RESPServerFacts(profiledVersion: profiledVersion, port: worker.context.respPort, uptimeSeconds: stat("uptime_seconds"),
+        let facts = RESPServerFacts(profiledVersion: profiledVersion, port: processor.context.respPort, uptimeSeconds: stat("uptime_seconds"),
                                     connectedClients: stat("curr_connections"),
                                     usedMemory: stat("cache_bytes") + stat("write_buffer_bytes"), maxMemory: stat("cache_limit_bytes"),
-                                    commandsProcessed: worker.context.commandsProcessed, keyspaceHits: stat("get_hits"),
+                                    commandsProcessed: processor.context.commandsProcessed, keyspaceHits: stat("get_hits"),
                                     keyspaceMisses: stat("get_misses"), evictedKeys: stat("cache_evictions"), keys: stat("store_rows"))
         facts.infoText(arguments).withUnsafeBytes { respBulk($0, connection) }
     }
@@ -633,7 +636,7 @@ final class RESPFront {
         case .failure(let problem): return respError(problem, connection)
         }
         if options.limit == 0 { return writeScanReply(arguments, userIds: [], limit: 0, connection) }
-        worker.readListing(.scan(after: options.after, limit: options.limit), answer: RESPReadAnswer.scan(limit: options.limit),
+        processor.readListing(.scan(after: options.after, limit: options.limit), answer: RESPReadAnswer.scan(limit: options.limit),
                     verb: .scan, arguments: arguments.count,
                     argument: { arguments[$0] }, connection)
     }
@@ -669,7 +672,7 @@ final class RESPFront {
         var after: [UInt8] = []
         if !(cursorBytes.count == 1 && cursorBytes[0] == UInt8(ascii: "0")) {
             guard let cursor = UInt64(String(decoding: cursorBytes, as: UTF8.self)),
-                  let last = worker.context.scanCursors.userId(after: cursor) else {
+                  let last = processor.context.scanCursors.userId(after: cursor) else {
                 return .failure(.fixed(RESPText.invalidCursor))
             }
             after = last
@@ -688,7 +691,7 @@ final class RESPFront {
             if RESPKeyword.matches(arguments[index], "MATCH") { pattern = arguments[index + 1] }
             index += 2
         }
-        let prefix = worker.context.configuration.respKeyPrefix
+        let prefix = processor.context.configuration.respKeyPrefix
         let keys = userIds.map { prefix + $0 }.filter { key in
             key.withUnsafeBytes { keyBytes in pattern.map { globMatches($0, keyBytes, ignoringCase: false) } ?? true }
         }
@@ -696,7 +699,7 @@ final class RESPFront {
         if userIds.count < limit || limit == 0 {
             respBulk("0", connection)
         } else {
-            let next = userIds.last!.withUnsafeBytes { worker.context.scanCursors.cursor(after: $0) }
+            let next = userIds.last!.withUnsafeBytes { processor.context.scanCursors.cursor(after: $0) }
             Array(String(next).utf8).withUnsafeBytes { respBulk($0, connection) }
         }
         respArrayHeader(keys.count, connection)
@@ -706,20 +709,20 @@ final class RESPFront {
     // MARK: Replies
 
     func respSimple(_ text: StaticString, _ connection: Connection) {
-        worker.reserve(RESPEncoder.simpleStringCount(text), connection)
-        worker.out.count += RESPEncoder.writeSimpleString(text, to: worker.out.end)
+        processor.reserve(RESPEncoder.simpleStringCount(text), connection)
+        processor.out.count += RESPEncoder.writeSimpleString(text, to: processor.out.end)
     }
 
     func respError(_ problem: RESPProblem, _ connection: Connection) {
-        worker.counters.errors += 1
+        processor.counters.errors += 1
         switch problem {
         case .fixed(let text):
-            worker.reserve(RESPEncoder.errorCount(text), connection)
-            worker.out.count += RESPEncoder.writeError(text, to: worker.out.end)
+            processor.reserve(RESPEncoder.errorCount(text), connection)
+            processor.out.count += RESPEncoder.writeError(text, to: processor.out.end)
         case .made(let bytes):
             bytes.withUnsafeBytes { text in
-                worker.reserve(RESPEncoder.errorCount(text), connection)
-                worker.out.count += RESPEncoder.writeError(text, to: worker.out.end)
+                processor.reserve(RESPEncoder.errorCount(text), connection)
+                processor.out.count += RESPEncoder.writeError(text, to: processor.out.end)
             }
         }
     }
@@ -737,45 +740,45 @@ final class RESPFront {
     }
 
     func respStoreFailure(_ reason: String, _ connection: Connection) {
-        respError(.made(Array("STORE ".utf8) + Array(reason.utf8.prefix(Worker.storeFailureReasonBytes))), connection)
+        respError(.made(Array("STORE ".utf8) + Array(reason.utf8.prefix(RequestProcessor.storeFailureReasonBytes))), connection)
     }
 
     /// A reply whose store read failed halfway: replaced with `-STORE`.
-    private func failRESP(since mark: Worker.Mark, on connection: Connection, _ error: any Error) {
-        worker.takeBack(since: mark, on: connection)
+    private func failRESP(since mark: RequestProcessor.Mark, on connection: Connection, _ error: any Error) {
+        processor.takeBack(since: mark, on: connection)
         respStoreError(error, connection)
     }
 
     func respInteger(_ value: Int, _ connection: Connection) {
-        worker.reserve(RESPEncoder.integerCount(Int64(value)), connection)
-        worker.out.count += RESPEncoder.writeInteger(Int64(value), to: worker.out.end)
+        processor.reserve(RESPEncoder.integerCount(Int64(value)), connection)
+        processor.out.count += RESPEncoder.writeInteger(Int64(value), to: processor.out.end)
     }
 
     func respBulk(_ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
-        worker.reserve(RESPEncoder.bulkStringCount(length: bytes.count), connection)
-        worker.out.count += RESPEncoder.writeBulkString(bytes, to: worker.out.end)
+        processor.reserve(RESPEncoder.bulkStringCount(length: bytes.count), connection)
+        processor.out.count += RESPEncoder.writeBulkString(bytes, to: processor.out.end)
     }
 
     func respBulk(_ text: StaticString, _ connection: Connection) {
-        worker.reserve(RESPEncoder.bulkStringCount(length: text.utf8CodeUnitCount), connection)
-        worker.out.count += RESPEncoder.writeBulkString(text, to: worker.out.end)
+        processor.reserve(RESPEncoder.bulkStringCount(length: text.utf8CodeUnitCount), connection)
+        processor.out.count += RESPEncoder.writeBulkString(text, to: processor.out.end)
     }
 
     func respNull(_ connection: Connection) {
         let null = RESPEncoder.nullBulkString(connection.resp.version)
-        worker.reserve(null.utf8CodeUnitCount, connection)
-        worker.out.count += RESPEncoder.write(null, to: worker.out.end)
+        processor.reserve(null.utf8CodeUnitCount, connection)
+        processor.out.count += RESPEncoder.write(null, to: processor.out.end)
     }
 
     func respArrayHeader(_ count: Int, _ connection: Connection) {
-        worker.reserve(RESPEncoder.arrayHeaderCount(count), connection)
-        worker.out.count += RESPEncoder.writeArrayHeader(count, to: worker.out.end)
+        processor.reserve(RESPEncoder.arrayHeaderCount(count), connection)
+        processor.out.count += RESPEncoder.writeArrayHeader(count, to: processor.out.end)
     }
 
     func respMapHeader(_ pairs: Int, _ connection: Connection) {
         let version = connection.resp.version
-        worker.reserve(RESPEncoder.mapHeaderCount(pairs, version), connection)
-        worker.out.count += RESPEncoder.writeMapHeader(pairs, version, to: worker.out.end)
+        processor.reserve(RESPEncoder.mapHeaderCount(pairs, version), connection)
+        processor.out.count += RESPEncoder.writeMapHeader(pairs, version, to: processor.out.end)
     }
 }
 

@@ -99,7 +99,7 @@ extension RESPFront {
         var operations = SmallList<JobOperation>()
         answer.add(command, first: 0, count: arguments.count, operations: &operations, argument: { arguments[$0] },
                    names: { self.keyspace.userId(ofKey: $0) != nil })
-        worker.submit(WriteJob(connection: connection, operations: operations, keyPrefix: worker.context.configuration.respKeyPrefix.count,
+        processor.submit(WriteJob(connection: connection, operations: operations, keyPrefix: processor.context.configuration.respKeyPrefix.count,
                         answer: answer, verb: command.verb, arguments: arguments.count) { arguments[$0] },
                connection)
     }
@@ -122,10 +122,10 @@ extension RESPFront {
                 answer.add(command.command, first: command.first, count: command.count, operations: &operations,
                            argument: argument, names: { self.keyspace.userId(ofKey: $0) != nil })
             }
-            return WriteJob(connection: connection, operations: operations, keyPrefix: worker.context.configuration.respKeyPrefix.count,
+            return WriteJob(connection: connection, operations: operations, keyPrefix: processor.context.configuration.respKeyPrefix.count,
                             answer: answer, verb: RESPCommandName.exec.verb, arguments: queued.count, argument: argument)
         }
-        worker.submit(job, connection)
+        processor.submit(job, connection)
     }
 
     /// One committed command's reply, from what the commit did to its operations.

@@ -10,14 +10,7 @@ import WireBytes
 // its input (`LineFront`, `RESPFront`), and answers through these: the reply scratch and its
 // high-water mark, replies held behind writes in flight, and writes handed to the writer.
 
-extension Worker {
-    /// Serves the whole requests at the start of `bytes` in the connection's protocol; returns
-    /// how many bytes it used, and notes whether it stopped for want of more (`FrontSession.serve`).
-    func handleInput(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
-        connection.needsMoreInput = false
-        return connection.session.serve(bytes, count, on: connection, by: self)
-    }
-
+extension RequestProcessor {
     /// Holds the reply `answer` writes into the scratch (which must have room for all of it)
     /// until the writes the connection has taken so far are answered.
     func holdReply(on connection: Connection, _ answer: () -> Void) {
@@ -88,8 +81,8 @@ extension Worker {
     struct Mark {
         let count: Int
         let queued: Int
-        init(_ worker: Worker, _ connection: Connection) {
-            count = worker.out.count
+        init(_ processor: RequestProcessor, _ connection: Connection) {
+            count = processor.out.count
             queued = connection.queuedOutput
         }
     }

@@ -26,7 +26,7 @@ extension Verb {
     }
 }
 
-extension Worker {
+extension RequestProcessor {
     /// The cache's ticket for filling `userId` in, when it does not hold it and may be filled.
     func fillTicket(_ userId: UnsafeRawBufferPointer) -> FillTicket? {
         guard cacheVouched else { return nil }
@@ -70,7 +70,7 @@ extension Worker {
     /// words it.
     func answerFetched(_ job: ReadJob) {
         if job.failure == nil { fillCache(from: job) }
-        job.answer.write(job, on: self)
+        job.answer.write(job, on: job.worker)
     }
 
     /// Puts the profiles a job read into the cache, where it may take them, and counts the lookups.

@@ -56,48 +56,19 @@ final class Worker: @unchecked Sendable {
     private var nextSpreadTarget = 1
 
     // Request-path state, touched by this thread only.
+    /// The request path both fronts share.
+    let processor: RequestProcessor
     /// Set once, right after `init`: it refers back to the worker.
     private(set) var respFront: RESPFront! = nil
     /// The line protocol's front. Set once, right after `init`: it refers back to the worker.
     private(set) var lineFront: LineFront! = nil
     /// The session of the line-protocol connections this worker accepts.
     let lineSession: LineSession
-    var out: ReplyBuffer
     /// Where a connection with nothing pending reads into: its requests are served from
     /// here, and only what is left of them is copied to the connection.
     let readBuffer: UnsafeMutableRawPointer
     let readBufferBytes: Int
-    var counters = RequestCounters()
-    var reader: (any ProfileReader)?
-    var jobs: [WriteJob] = []
-    /// Reads of a shared store this pass made, for the fetchers.
-    var fetchJobs: [ReadJob] = []
     let maxLine: Int
-    let cache: ProfileCache
-    /// A RESP read's values, copied out of the cache or the store row (`readProfile`).
-    let fieldScratch: UnsafeMutableRawPointer
-    /// Where a RESP read's store miss encodes the VALUE line it puts in the cache.
-    let valueScratch: UnsafeMutableRawPointer
-    /// The ids a front's look-ahead gathers over a pass's pipelined reads, so that the cache's
-    /// memory misses for all of them overlap (`ProfileCache.prefetch`); reused by every pass.
-    let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
-    /// How many ids one look-ahead gathers, and how many requests it reads at most: two
-    /// pipelines of 16 GETs, or two MGETs of 16.
-    static let lookaheadSlots = 32
-    /// When the current pass over a connection began, and how many requests of each verb it
-    /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
-    private(set) var passStart = 0
-    /// Whether the cache may answer during the current pass: a shared store's lease, asked once
-    /// per pass (`beginPass`); a store of this server's own always lets it.
-    private(set) var cacheVouched = true
-    var passVerbCounts = [Int](repeating: 0, count: Verb.allCases.count)
-    /// Bit n set: `passVerbCounts[n]` is not zero (so a pass visits only the verbs it served).
-    var passVerbsSeen: UInt32 = 0
-    /// Requests answered since the start, for `LoopSampler`.
-    var requestsAnswered = 0
-    /// Cache misses in one pass share one read transaction (the reader renews it when the
-    /// store's table moved on meanwhile).
-    var readTransactionOpen = false
 
     /// - Parameter reader: the worker's own connection for cache misses, opened by the caller
     ///   so that a store that cannot be read fails the start, not a worker thread later; nil
@@ -105,11 +76,9 @@ final class Worker: @unchecked Sendable {
     init(index: Int, context: ServerContext, reader: (any ProfileReader)?) throws(SystemError) {
         self.index = index
         self.context = context
-        self.reader = reader
         maxLine = context.configuration.maxLine
         lineSession = LineSession(inputLimit: maxLine)
-        cache = context.cache
-        precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
+        processor = RequestProcessor(index: index, context: context, reader: reader)
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
         guard let base = event_base_new_with_config(config) else {
@@ -124,18 +93,11 @@ final class Worker: @unchecked Sendable {
             event_base_free(base)
             throw SystemError(call: "eventfd", subject: "worker \(index)", code: code)
         }
-        out = ReplyBuffer(capacity: 256 << 10)
         readBufferBytes = max(maxLine, 65536)
         readBuffer = UnsafeMutableRawPointer.allocate(byteCount: readBufferBytes, alignment: 16)
-        lookahead = .allocate(capacity: Self.lookaheadSlots)
-        fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
-        valueScratch = .allocate(byteCount: Self.valueLineCapacity, alignment: 16)
-        respFront = RESPFront(worker: self, keyspace: context.respKeyspace, cache: cache)
-        lineFront = LineFront(worker: self, maxLine: maxLine)
+        respFront = RESPFront(worker: self, processor: processor, keyspace: context.respKeyspace)
+        lineFront = LineFront(worker: self, processor: processor, maxLine: maxLine)
     }
-
-    /// The longest VALUE line: every byte of the three values escaped, with quotes and spaces.
-    static let valueLineCapacity = 6 + 3 * 3 + ValueEncoder.maxExpansion * (Limits.userId + Limits.name + Limits.portraitUri)
 
     deinit {
         if let doorbellEvent { event_free(doorbellEvent) }
@@ -144,9 +106,6 @@ final class Worker: @unchecked Sendable {
         event_base_free(base)
         Glibc.close(doorbell)
         readBuffer.deallocate()
-        lookahead.deallocate()
-        fieldScratch.deallocate()
-        valueScratch.deallocate()
     }
 
     /// Queues a message and rings the doorbell. Any thread.
@@ -182,7 +141,7 @@ final class Worker: @unchecked Sendable {
         event_base_dispatch(base)
         for connection in connections.values { connection.releaseResources() }
         connections.removeAll()
-        reader = nil
+        processor.reader = nil
         // The fronts hold the worker.
         lineFront = nil
         respFront = nil
@@ -286,7 +245,7 @@ final class Worker: @unchecked Sendable {
     private func deliver(_ answered: [WriteJob]) {
         var current: Connection? = nil
         let now = monotonicNanos()
-        beginPass(at: now)
+        processor.beginPass(at: now)
         for job in answered {
             let connection = job.connection
             if connection.phase != .closed, let open = current, open !== connection { finishPass(open) }
@@ -300,14 +259,14 @@ final class Worker: @unchecked Sendable {
     /// false when its connection is closed and nothing was written.
     private func answer(_ job: WriteJob, now: Int) -> Bool {
         context.latency[index].record(job.verb, nanos: now - job.startNanos, count: 1)
-        requestsAnswered += 1
+        processor.requestsAnswered += 1
         let connection = job.connection
         // A connection with writes in flight never moves (`movableConnections`).
         precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
         connection.unansweredWrites.removeFirst()
         guard connection.phase != .closed else { return false }
         job.answer.write(job, on: self)
-        releaseHeldReplies(connection)
+        processor.releaseHeldReplies(connection)
         return true
     }
 
@@ -331,19 +290,19 @@ final class Worker: @unchecked Sendable {
     private func deliver(_ fetched: [ReadJob]) {
         var current: Connection? = nil
         let now = monotonicNanos()
-        beginPass(at: now)
+        processor.beginPass(at: now)
         let latency = context.latency[index]
         for job in fetched {
             if let verb = job.verb {
                 latency.record(verb, nanos: now - job.startNanos, count: 1)
-                requestsAnswered += 1
+                processor.requestsAnswered += 1
             }
             let connection = job.connection
             precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
             guard connection.phase != .closed else { continue }
             if let open = current, open !== connection { finishPass(open) }
             current = connection
-            answerFetched(job)
+            processor.answerFetched(job)
             connection.readsInFlight -= 1
         }
         if let open = current { finishPass(open) }
@@ -376,7 +335,7 @@ final class Worker: @unchecked Sendable {
 
     fileprivate func balanceTick() {
         let now = monotonicNanos()
-        let load = sampler.take(now: now, requests: requestsAnswered)
+        let load = sampler.take(now: now, requests: processor.requestsAnswered)
         let loads = context.loops
         loads.workers[index].busyPermille.store(load.busyPermille, ordering: .relaxed)
         guard !stopping else { return }
@@ -437,7 +396,7 @@ final class Worker: @unchecked Sendable {
     fileprivate func readable(_ connection: Connection) {
         guard connection.phase == .serving else { return }
         if connection.handshaking { return continueHandshake(connection) }
-        beginPass(at: monotonicNanos())
+        processor.beginPass(at: monotonicNanos())
         if connection.pending.isEmpty && connection.unfinishedLookups == nil {
             guard !connection.peerClosed else { return finishPass(connection) }
             // Never more than the front's input limit: what is left unhandled must fit the connection.
@@ -532,7 +491,7 @@ final class Worker: @unchecked Sendable {
         }
         // Room again: take up the MGET and the input that backpressure left waiting.
         if connection.phase == .serving && (connection.unfinishedLookups != nil || !connection.pending.isEmpty) {
-            beginPass(at: monotonicNanos())
+            processor.beginPass(at: monotonicNanos())
             handlePending(connection)
         }
         finishPass(connection)
@@ -546,31 +505,30 @@ final class Worker: @unchecked Sendable {
         if connection.phase != .closed { connection.pending.consume(used) }
     }
 
-    /// Starts a pass at `now`: the one place the request path asks the store whether the cache
-    /// may answer (a shared store's lease), for the whole pass: the lease runs for a second,
-    /// a pass for a fraction of a millisecond.
-    private func beginPass(at now: Int) {
-        passStart = now
-        cacheVouched = context.shared?.cacheMayAnswer(at: now) ?? true
+    /// Serves the whole requests at the start of `bytes` in the connection's protocol; returns
+    /// how many bytes it used, and notes whether it stopped for want of more (`FrontSession.serve`).
+    func handleInput(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        connection.needsMoreInput = false
+        return connection.session.serve(bytes, count, on: connection, by: self)
     }
 
     /// Ends a pass over a connection: hand writes to the writer, publish counters, send
     /// replies, and decide what to wait for next.
     func finishPass(_ connection: Connection) {
-        endReadTransaction()
-        if !jobs.isEmpty {
-            let answered = context.writer(for: connection).submit(jobs, from: self)
-            jobs.removeAll(keepingCapacity: true)
+        processor.endReadTransaction()
+        if !processor.jobs.isEmpty {
+            let answered = context.writer(for: connection).submit(processor.jobs, from: self)
+            processor.jobs.removeAll(keepingCapacity: true)
             answerCommitted(answered, on: connection)
         }
-        if !fetchJobs.isEmpty {
-            context.fetcher!.submit(fetchJobs)
-            fetchJobs.removeAll(keepingCapacity: true)
+        if !processor.fetchJobs.isEmpty {
+            context.fetcher!.submit(processor.fetchJobs)
+            processor.fetchJobs.removeAll(keepingCapacity: true)
         }
-        context.workerStatistics[index].publish(counters)
-        if passVerbsSeen != 0 { recordPassLatency() }
+        context.workerStatistics[index].publish(processor.counters)
+        if processor.passVerbsSeen != 0 { processor.recordPassLatency() }
         if connection.phase == .closed {
-            out.count = 0
+            processor.out.count = 0
             return
         }
         flush(connection)
@@ -590,46 +548,20 @@ final class Worker: @unchecked Sendable {
         updateInterest(connection)
     }
 
-    /// Opens the pass's read transaction, once.
-    func beginReadTransaction() throws {
-        guard !readTransactionOpen else { return }
-        try reader!.beginRead()
-        readTransactionOpen = true
-    }
-
-    /// Ends the pass's read transaction: the next pass must see every commit answered by then.
-    func endReadTransaction() {
-        guard readTransactionOpen else { return }
-        reader!.endRead()
-        readTransactionOpen = false
-    }
-
-    private func recordPassLatency() {
-        let elapsed = monotonicNanos() - passStart
-        let latency = context.latency[index]
-        while passVerbsSeen != 0 {
-            let raw = passVerbsSeen.trailingZeroBitCount
-            passVerbsSeen &= passVerbsSeen - 1
-            latency.record(Verb(rawValue: UInt8(raw))!, nanos: elapsed, count: passVerbCounts[raw])
-            requestsAnswered += passVerbCounts[raw]
-            passVerbCounts[raw] = 0
-        }
-    }
-
     /// Sends the pass's replies: straight from scratch when nothing is queued before them.
     private func flush(_ connection: Connection) {
         var sent = 0
-        if out.count > 0 && connection.queuedOutput == 0 {
-            let n = connection.tls.map { sendDirect($0) } ?? send(connection.fd, out.base, out.count, Int32(MSG_NOSIGNAL))
+        if processor.out.count > 0 && connection.queuedOutput == 0 {
+            let n = connection.tls.map { sendDirect($0) } ?? send(connection.fd, processor.out.base, processor.out.count, Int32(MSG_NOSIGNAL))
             if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
-                out.count = 0
+                processor.out.count = 0
                 close(connection)
                 return
             }
             sent = max(0, n)
         }
-        if sent < out.count { evbuffer_add(connection.output, out.base + sent, out.count - sent) }
-        out.count = 0
+        if sent < processor.out.count { evbuffer_add(connection.output, processor.out.base + sent, processor.out.count - sent) }
+        processor.out.count = 0
         if sent == 0 && connection.queuedOutput > 0 && !sendQueued(connection) { close(connection) }
     }
 
@@ -638,19 +570,12 @@ final class Worker: @unchecked Sendable {
     /// from which the next write offers the same bytes first, as OpenSSL requires after EAGAIN.
     private func sendDirect(_ tls: TLSSession) -> Int {
         var sent = 0
-        while sent < out.count {
-            let n = tls.send(out.base + sent, count: out.count - sent)
+        while sent < processor.out.count {
+            let n = tls.send(processor.out.base + sent, count: processor.out.count - sent)
             if n < 0 { return errno == EAGAIN && sent > 0 ? sent : -1 }
             sent += n
         }
         return sent
-    }
-
-    /// Moves the replies built so far into the connection's queue to make room. Nothing leaves
-    /// the queue while a request is served, so its reply can still be taken back (`failStore`).
-    func spill(_ connection: Connection) {
-        evbuffer_add(connection.output, out.base, out.count)
-        out.count = 0
     }
 
     /// Registers for exactly the events the connection can use now.

@@ -93,7 +93,7 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
         self.keyPrefix = keyPrefix
         self.answer = answer
         self.verb = verb
-        startNanos = worker.passStart
+        startNanos = worker.processor.passStart
         arguments = ArgumentStore(count: count, argument: argument)
     }
 

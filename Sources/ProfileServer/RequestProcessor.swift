@@ -1,0 +1,114 @@
+import CLibevent
+import Glibc
+import ProfileCache
+import ProfileModel
+import ProfileProtocol
+import ProfileStore
+import ProfileSystem
+
+/// The request path both fronts share, for one worker: the reply scratch and its budget, the
+/// cache and the store's reads, writes handed to the writer, reads handed to the fetchers, and
+/// the pass's counters. It names no protocol: a front (`LineFront`, `RESPFront`) decodes a
+/// request, asks this for what it needs, and encodes the answer into its scratch.
+///
+/// Owned by its worker and used by that worker's thread only.
+final class RequestProcessor {
+    /// The worker's index, for its statistics and latency.
+    let index: Int
+    let context: ServerContext
+    var out: ReplyBuffer
+    var counters = RequestCounters()
+    var reader: (any ProfileReader)?
+    var jobs: [WriteJob] = []
+    /// Reads of a shared store this pass made, for the fetchers.
+    var fetchJobs: [ReadJob] = []
+    let cache: ProfileCache
+    /// A RESP read's values, copied out of the cache or the store row (`readProfile`).
+    let fieldScratch: UnsafeMutableRawPointer
+    /// Where a RESP read's store miss encodes the VALUE line it puts in the cache.
+    let valueScratch: UnsafeMutableRawPointer
+    /// The ids a front's look-ahead gathers over a pass's pipelined reads, so that the cache's
+    /// memory misses for all of them overlap (`ProfileCache.prefetch`); reused by every pass.
+    let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
+    /// How many ids one look-ahead gathers, and how many requests it reads at most: two
+    /// pipelines of 16 GETs, or two MGETs of 16.
+    static let lookaheadSlots = 32
+    /// When the current pass over a connection began, and how many requests of each verb it
+    /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
+    private(set) var passStart = 0
+    /// Whether the cache may answer during the current pass: a shared store's lease, asked once
+    /// per pass (`beginPass`); a store of this server's own always lets it.
+    private(set) var cacheVouched = true
+    var passVerbCounts = [Int](repeating: 0, count: Verb.allCases.count)
+    /// Bit n set: `passVerbCounts[n]` is not zero (so a pass visits only the verbs it served).
+    var passVerbsSeen: UInt32 = 0
+    /// Requests answered since the start, for `LoopSampler`.
+    var requestsAnswered = 0
+    /// Cache misses in one pass share one read transaction (the reader renews it when the
+    /// store's table moved on meanwhile).
+    var readTransactionOpen = false
+
+    /// - Parameter reader: the worker's own connection for cache misses; nil for a shared
+    ///   store, which the fetchers read.
+    init(index: Int, context: ServerContext, reader: (any ProfileReader)?) {
+        self.index = index
+        self.context = context
+        self.reader = reader
+        cache = context.cache
+        precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
+        out = ReplyBuffer(capacity: 256 << 10)
+        lookahead = .allocate(capacity: Self.lookaheadSlots)
+        fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
+        valueScratch = .allocate(byteCount: Self.valueLineCapacity, alignment: 16)
+    }
+
+    /// The longest VALUE line: every byte of the three values escaped, with quotes and spaces.
+    static let valueLineCapacity = 6 + 3 * 3 + ValueEncoder.maxExpansion * (Limits.userId + Limits.name + Limits.portraitUri)
+
+    deinit {
+        lookahead.deallocate()
+        fieldScratch.deallocate()
+        valueScratch.deallocate()
+    }
+
+    /// Starts a pass at `now`: the one place the request path asks the store whether the cache
+    /// may answer (a shared store's lease), for the whole pass: the lease runs for a second,
+    /// a pass for a fraction of a millisecond.
+    func beginPass(at now: Int) {
+        passStart = now
+        cacheVouched = context.shared?.cacheMayAnswer(at: now) ?? true
+    }
+
+    /// Opens the pass's read transaction, once.
+    func beginReadTransaction() throws {
+        guard !readTransactionOpen else { return }
+        try reader!.beginRead()
+        readTransactionOpen = true
+    }
+
+    /// Ends the pass's read transaction: the next pass must see every commit answered by then.
+    func endReadTransaction() {
+        guard readTransactionOpen else { return }
+        reader!.endRead()
+        readTransactionOpen = false
+    }
+
+    func recordPassLatency() {
+        let elapsed = monotonicNanos() - passStart
+        let latency = context.latency[index]
+        while passVerbsSeen != 0 {
+            let raw = passVerbsSeen.trailingZeroBitCount
+            passVerbsSeen &= passVerbsSeen - 1
+            latency.record(Verb(rawValue: UInt8(raw))!, nanos: elapsed, count: passVerbCounts[raw])
+            requestsAnswered += passVerbCounts[raw]
+            passVerbCounts[raw] = 0
+        }
+    }
+
+    /// Moves the replies built so far into the connection's queue to make room. Nothing leaves
+    /// the queue while a request is served, so its reply can still be taken back (`failStore`).
+    func spill(_ connection: Connection) {
+        evbuffer_add(connection.output, out.base, out.count)
+        out.count = 0
+    }
+}
