@@ -251,22 +251,17 @@ final class LineFront {
             processor.counters.getMisses += 1
             appendAbsent(userId, exists: exists, connection)
         case .miss(let ticket):
-            // A store the fetchers read gives the loop no reader.
-            guard let reader = processor.reader else { throw NeedsFetch.miss }
-            processor.counters.cacheMisses += 1
-            try processor.beginReadTransaction()
-            try reader.lookup(userId) { row in
-                guard let row else {
-                    processor.cache.fill(userId, profile: nil, ticket: ticket)
+            // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
+            try processor.readMissed(userId, ticket: ticket, encodingAt: { row in
+                reserveValueLine(row, connection)
+                return processor.out.end
+            }) { encoded in
+                guard let encoded else {
                     processor.counters.getMisses += 1
                     appendAbsent(userId, exists: exists, connection)
                     return
                 }
                 processor.counters.getHits += 1
-                // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
-                reserveValueLine(row, connection)
-                let encoded = encodeForCache(row, at: processor.out.end)
-                processor.cache.fill(userId, profile: encoded, ticket: ticket)
                 if exists {
                     reply(ReplyEncoder.yes, connection)
                 } else {
@@ -302,12 +297,8 @@ final class LineFront {
     private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws {
         guard case .miss(let ticket) = processor.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: 0))
         else { return }
-        guard let reader = processor.reader else { throw NeedsFetch.miss }
-        processor.counters.cacheMisses += 1
-        try processor.beginReadTransaction()
-        try reader.lookup(userId) { row in
-            processor.cache.fill(userId, profile: row.map { encodeForCache($0, at: processor.valueScratch) }, ticket: ticket)
-        }
+        let scratch = processor.valueScratch
+        try processor.readMissed(userId, ticket: ticket, encodingAt: { _ in scratch }) { _ in }
     }
 
     /// Answers an unfinished MGET's ids up to the high-water mark, and ends its reply once

@@ -450,20 +450,13 @@ final class RESPFront {
             processor.counters.getMisses += 1
             return use(nil)
         }
-        // A store the fetchers read gives the loop no reader.
-        guard let reader = processor.reader else { throw NeedsFetch.miss }
-        processor.counters.cacheMisses += 1
-        try processor.beginReadTransaction()
-        let valueLines = processor.valueScratch
-        return try reader.lookup(userId) { row -> R in
-            guard let row else {
-                processor.context.cache.fill(userId, profile: nil, ticket: ticket)
+        let scratch = processor.valueScratch
+        return try processor.readMissed(userId, ticket: ticket, encodingAt: { _ in scratch }) { encoded in
+            guard let encoded else {
                 processor.counters.getMisses += 1
                 return use(nil)
             }
             processor.counters.getHits += 1
-            let encoded = encodeForCache(row, at: valueLines)
-            processor.context.cache.fill(userId, profile: encoded, ticket: ticket)
             return use(ProfileValues(name: encoded.name, portraitUri: encoded.portraitUri))
         }
     }

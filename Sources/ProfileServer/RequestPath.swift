@@ -21,6 +21,28 @@ extension RequestProcessor {
         out.count = start
     }
 
+    /// Reads a profile the cache missed from this worker's own reader, fills the cache with it
+    /// (or with its absence) under `ticket`, and hands `use` what was cached (nil: no profile).
+    /// The row is encoded for the cache at `place(row)`, which must have room for it.
+    /// - Throws: the store's error, or `NeedsFetch.miss` when the fetchers read this store;
+    ///   `use` has not run then.
+    func readMissed<R>(_ userId: UnsafeRawBufferPointer, ticket: FillTicket,
+                       encodingAt place: (ProfileRow) -> UnsafeMutableRawPointer,
+                       _ use: (EncodedProfile?) -> R) throws -> R {
+        guard let reader else { throw NeedsFetch.miss }
+        counters.cacheMisses += 1
+        try beginReadTransaction()
+        return try reader.lookup(userId) { row in
+            guard let row else {
+                cache.fill(userId, profile: nil, ticket: ticket)
+                return use(nil)
+            }
+            let encoded = encodeForCache(row, at: place(row))
+            cache.fill(userId, profile: encoded, ticket: ticket)
+            return use(encoded)
+        }
+    }
+
     /// The most bytes of a store failure's reason that its ERROR STORE line carries.
     static let storeFailureReasonBytes = 1024
 
