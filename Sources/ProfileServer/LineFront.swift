@@ -128,11 +128,10 @@ final class LineFront {
     /// A GET or EXISTS decoded while writes of the connection are in flight: answered now when
     /// none of those writes touches its id, its reply held until theirs are written
     /// (`HeldReplies`). Returns false, leaving the line for later, when it must wait instead:
-    /// any other request, a store whose reads go to fetchers, or too much held already.
+    /// any other request, or one `RequestProcessor.mayAnswerAhead` refuses.
     private func answerAhead(_ verb: Verb, on connection: Connection) -> Bool {
-        guard verb == .get || verb == .exists, processor.reader != nil, connection.readsInFlight == 0,
-              verb.requiredRole <= connection.role, processor.out.remaining >= Self.heldReplyRoom,
-              connection.heldReplies.byteCount < processor.context.configuration.outputHighWater,
+        guard verb == .get || verb == .exists, verb.requiredRole <= connection.role,
+              processor.mayAnswerAhead(needing: Self.heldReplyRoom, on: connection),
               case .success(let command) = decoder.command() else { return false }
         let userId: UnsafeRawBufferPointer
         switch command {

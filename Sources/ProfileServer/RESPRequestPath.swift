@@ -166,12 +166,11 @@ final class RESPFront {
     /// A key read decoded while writes of the connection are in flight, as the line protocol's
     /// `answerAhead`: answered now when none of those writes touches its keys, its reply held
     /// until theirs are written (`HeldReplies`). Returns false, having done nothing, when it
-    /// must wait instead: a store whose reads go to fetchers, a request that gets an error,
-    /// or too much held already.
+    /// must wait instead: a request that gets an error, or one
+    /// `RequestProcessor.mayAnswerAhead` refuses.
     private func answerRESPAhead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                                  _ connection: Connection) -> Bool {
-        guard processor.reader != nil, processor.out.remaining >= Self.respHeldReplyRoom(command, arguments.count),
-              connection.heldReplies.byteCount < processor.context.configuration.outputHighWater,
+        guard processor.mayAnswerAhead(needing: Self.respHeldReplyRoom(command, arguments.count), on: connection),
               keyspace.checkRead(command, arguments) == nil else { return false }
         let keys = command == .exists ? arguments.count - 1 : 1
         for index in 1...keys {

@@ -11,6 +11,17 @@ import WireBytes
 // high-water mark, replies held behind writes in flight, and writes handed to the writer.
 
 extension RequestProcessor {
+    /// Whether a read decoded while the connection's writes are in flight may be answered at
+    /// once, its reply held until theirs are written (`holdReply`): only where this worker
+    /// reads the store itself, no read of the connection is with the fetchers, the scratch
+    /// has `room` for the read's longest reply (so answering it never spills), and less than
+    /// the high-water mark is held already. The front then checks that none of those writes
+    /// touches what the read reads (`writesInFlight(touch:on:)`).
+    func mayAnswerAhead(needing room: Int, on connection: Connection) -> Bool {
+        reader != nil && connection.readsInFlight == 0 && out.remaining >= room
+            && connection.heldReplies.byteCount < context.configuration.outputHighWater
+    }
+
     /// Holds the reply `answer` writes into the scratch (which must have room for all of it)
     /// until the writes the connection has taken so far are answered.
     func holdReply(on connection: Connection, _ answer: () -> Void) {
