@@ -182,6 +182,9 @@ final class RESPFront {
         return true
     }
 
+    // Read once: `allCases` makes its array at every use, which HGETALL paid for per request.
+    private static let fieldsPerProfile = ProfileField.allCases.count
+
     /// Room in the scratch that the reply of a key read with `argumentCount` arguments fits in
     /// (every value it may name at its longest, or a store error), so that answering it ahead
     /// never spills the scratch.
@@ -189,7 +192,7 @@ final class RESPFront {
         let values = switch command {
         case .exists: 0
         case .hmget: argumentCount - 2
-        default: ProfileField.allCases.count
+        default: fieldsPerProfile
         }
         return 64 + max(RequestProcessor.storeFailureReasonBytes, values * (Limits.portraitUri + 32))
     }
