@@ -18,7 +18,7 @@ protocol ReadAnswer {
 /// A read the cache cannot answer: what to read, what was read, and how its front answers.
 /// Over a shared store it goes to a fetcher thread and back (a network round trip, which no
 /// event loop may make); over a store the workers read themselves, a listing (COUNT, RECENT,
-/// SCAN) is read into it on the worker at once (`Worker.readListing`), and answered the same way.
+/// SCAN) is read into it on the worker at once (`RequestProcessor.readListing`), and answered the same way.
 ///
 /// Created by a worker, filled in by a fetcher or by that worker, answered by that worker: each
 /// side touches it only while the other cannot (the queue hand-offs order the accesses).

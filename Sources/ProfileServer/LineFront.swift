@@ -536,7 +536,7 @@ enum LineWriteAnswer: WriteAnswer {
 enum LineReadAnswer: ReadAnswer {
     /// GET, EXISTS or MGET: a line per id, then END after an MGET's.
     case lookups(Verb)
-    /// The ids an MGET had left once part of its reply was sent (`Worker.continueLookups`): the
+    /// The ids an MGET had left once part of its reply was sent (`LineFront.continueLookups`): the
     /// rest of its reply, then END; a failure closes the connection, as no error can replace
     /// what was sent.
     case restOfMGET

@@ -1,5 +1,5 @@
 /// The ids an MGET has left to answer once its reply reached the connection's high-water
-/// mark: the rest of the reply is made as the client reads (`Worker.continueLookups`), so a
+/// mark: the rest of the reply is made as the client reads (`LineFront.continueLookups`), so a
 /// connection never holds more than the mark plus one profile's reply.
 ///
 /// The ids are copied out of the request line, which is then done with; the copy counts in
