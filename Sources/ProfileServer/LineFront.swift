@@ -12,19 +12,18 @@ import WireBytes
 ///
 /// Owned by its worker and used by that worker's thread only.
 final class LineFront {
-    /// The worker it belongs to. Held strongly, as a `let`, so that the request path calls it
-    /// without reference counting; the worker breaks the cycle when its loop ends (`Worker.run`).
-    let worker: Worker
-    /// The worker's, held the same way.
+    /// The worker's. The processor and the cache are `let`s here so that the request path
+    /// reaches them without reference counting.
     let processor: RequestProcessor
+    let cache: ProfileCache
     let decoder = RequestDecoder()
     /// `--max-line`: the longest request line.
     let maxLine: Int
 
-    init(worker: Worker, processor: RequestProcessor, maxLine: Int) {
-        self.worker = worker
+    init(processor: RequestProcessor, maxLine: Int) {
         self.processor = processor
         self.maxLine = maxLine
+        cache = processor.cache
     }
 
     /// The line protocol's `FrontSession.serve`.
@@ -230,7 +229,7 @@ final class LineFront {
         var outcome: CacheCopy
         while true {
             let room = exists ? 0 : processor.out.remaining
-            outcome = processor.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: room))
+            outcome = cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: room))
             guard case .hit(let replyCount) = outcome, !exists, replyCount > room else { break }
             // It did not fit: move the scratch to the connection's queue and look again.
             precondition(processor.out.count > 0, "a cached reply longer than the whole reply scratch")
@@ -294,7 +293,7 @@ final class LineFront {
     /// Reads `userId` from the store into the cache unless the cache holds it or its absence.
     /// - Throws: the store's error; `NeedsFetch.miss` when the store is read by the fetchers.
     private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws {
-        guard case .miss(let ticket) = processor.cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: 0))
+        guard case .miss(let ticket) = cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: 0))
         else { return }
         let scratch = processor.valueScratch
         try processor.readMissed(userId, ticket: ticket, encodingAt: { _ in scratch }) { _ in }
@@ -440,7 +439,7 @@ final class LineFront {
             gathered += 1
         }
         if gathered >= 2 {
-            processor.cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
+            cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
         }
     }
 

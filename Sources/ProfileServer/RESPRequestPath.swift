@@ -16,10 +16,7 @@ import WireBytes
 ///
 /// Owned by its worker and used by that worker's thread only.
 final class RESPFront {
-    /// The worker it belongs to. Held strongly, as a `let`, so that the request path calls it
-    /// without reference counting; the worker breaks the cycle when its loop ends (`Worker.run`).
-    let worker: Worker
-    /// The worker's, held the same way.
+    /// The worker's, a `let` so that the request path reaches it without reference counting.
     let processor: RequestProcessor
     let decoder = RESPDecoder()
     /// The context's and the worker's, held here so that the request path reads them without
@@ -27,8 +24,7 @@ final class RESPFront {
     let keyspace: RESPKeyspace
     let cache: ProfileCache
 
-    init(worker: Worker, processor: RequestProcessor, keyspace: RESPKeyspace) {
-        self.worker = worker
+    init(processor: RequestProcessor, keyspace: RESPKeyspace) {
         self.processor = processor
         self.keyspace = keyspace
         cache = processor.cache

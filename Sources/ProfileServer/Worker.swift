@@ -58,10 +58,10 @@ final class Worker: @unchecked Sendable {
     // Request-path state, touched by this thread only.
     /// The request path both fronts share.
     let processor: RequestProcessor
-    /// Set once, right after `init`: it refers back to the worker.
-    private(set) var respFront: RESPFront! = nil
-    /// The line protocol's front. Set once, right after `init`: it refers back to the worker.
-    private(set) var lineFront: LineFront! = nil
+    /// RESP's front, a `let` so that a session's call reaches it without reference counting.
+    let respFront: RESPFront
+    /// The line protocol's front, held the same way.
+    let lineFront: LineFront
     /// The session of the line-protocol connections this worker accepts.
     let lineSession: LineSession
     /// Where a connection with nothing pending reads into: its requests are served from
@@ -79,6 +79,8 @@ final class Worker: @unchecked Sendable {
         maxLine = context.configuration.maxLine
         lineSession = LineSession(inputLimit: maxLine)
         processor = RequestProcessor(index: index, context: context, reader: reader)
+        respFront = RESPFront(processor: processor, keyspace: context.respKeyspace)
+        lineFront = LineFront(processor: processor, maxLine: maxLine)
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
         guard let base = event_base_new_with_config(config) else {
@@ -95,8 +97,6 @@ final class Worker: @unchecked Sendable {
         }
         readBufferBytes = max(maxLine, 65536)
         readBuffer = UnsafeMutableRawPointer.allocate(byteCount: readBufferBytes, alignment: 16)
-        respFront = RESPFront(worker: self, processor: processor, keyspace: context.respKeyspace)
-        lineFront = LineFront(worker: self, processor: processor, maxLine: maxLine)
     }
 
     deinit {
@@ -142,9 +142,6 @@ final class Worker: @unchecked Sendable {
         for connection in connections.values { connection.releaseResources() }
         connections.removeAll()
         processor.reader = nil
-        // The fronts hold the worker.
-        lineFront = nil
-        respFront = nil
     }
 
     // MARK: Messages
