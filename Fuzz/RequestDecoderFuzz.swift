@@ -61,7 +61,7 @@ private func serve(_ line: UnsafeMutableRawBufferPointer, original: [UInt8]) {
     let tokens: [[UInt8]]?
     do { tokens = try LineTokenizer.tokens(of: original) } catch { tokens = nil }
     // Read before decoding, which unescapes in place.
-    let plainGet = RequestDecoder.plainGetUserId(UnsafeRawBufferPointer(line)).map { Array($0) }
+    let plainGet = RequestLines.plainGetUserId(UnsafeRawBufferPointer(line)).map { Array($0) }
     defer { checkPlainGet(plainGet, original: original) }
     switch decoder.decode(line) {
     case .empty:

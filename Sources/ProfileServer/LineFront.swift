@@ -86,7 +86,7 @@ final class LineFront {
         let waiting = writesWaiting || readsWaiting
         // A plain GET needs neither the tokenizer nor the argument checks (see `plainGetUserId`).
         if !waiting && connection.role >= Verb.get.requiredRole,
-           let userId = RequestDecoder.plainGetUserId(UnsafeRawBufferPointer(line)) {
+           let userId = RequestLines.plainGetUserId(UnsafeRawBufferPointer(line)) {
             execute(.get(userId), on: connection, mustFetch: false)
             if connection.readsInFlight == 0 { processor.countPassVerb(.get) }
             return true
@@ -430,11 +430,11 @@ final class LineFront {
     }
 
     /// Prefetches the cache entries of the ids the first complete lines of `bytes` look up
-    /// (`RequestDecoder.idsAhead`), when there are two or more.
+    /// (`RequestLines.idsAhead`), when there are two or more.
     func prefetchLookups(_ bytes: UnsafeRawPointer, _ count: Int) {
         var gathered = 0
         let slots = processor.lookahead
-        RequestDecoder.idsAhead(bytes, count: count, limit: RequestProcessor.lookaheadSlots) { userId in
+        RequestLines.idsAhead(bytes, count: count, limit: RequestProcessor.lookaheadSlots) { userId in
             slots[gathered] = PrefetchSlot(key: userId)
             gathered += 1
         }

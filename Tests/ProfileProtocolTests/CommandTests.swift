@@ -221,7 +221,7 @@ private let uri2048 = repeated("p", 2048), uri2049 = repeated("p", 2049)
 
 @Test func plainGetsAreRecognizedWithoutDecoding() {
     func plain(_ line: [UInt8]) -> [UInt8]? {
-        line.withUnsafeBytes { RequestDecoder.plainGetUserId($0).map { Array($0) } }
+        line.withUnsafeBytes { RequestLines.plainGetUserId($0).map { Array($0) } }
     }
     let taken: [[UInt8]] = [bytes("GET u1"), bytes("get 42"), bytes("gEt a\"b\\c"), bytes("GET ~!") + [0x7F],
                             bytes("GET ") + id128, bytes("GET 0123456789abcdefX")]

@@ -6,7 +6,7 @@ import Testing
     private func ids(_ text: String, limit: Int = 32) -> [String] {
         var found: [String] = []
         Array(text.utf8).withUnsafeBytes { bytes in
-            RequestDecoder.idsAhead(bytes.baseAddress!, count: bytes.count, limit: limit) { found.append(String(decoding: $0, as: UTF8.self)) }
+            RequestLines.idsAhead(bytes.baseAddress!, count: bytes.count, limit: limit) { found.append(String(decoding: $0, as: UTF8.self)) }
         }
         return found
     }
