@@ -26,6 +26,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         let whole = decodeInOnePiece(input, authenticated: authenticated)
         check(whole == Reference(authenticated: authenticated).events(of: input), "the decoder and the reference disagree")
         check(decodeByteByByte(input, authenticated: authenticated) == whole, "fed a byte at a time, the stream decodes otherwise")
+        check(decodeReadingAhead(input, authenticated: authenticated) == whole, "read ahead, the stream decodes otherwise")
         checkSplits(input, whole, authenticated: authenticated)
         for event in whole {
             switch event {
@@ -106,6 +107,39 @@ private func decodeInOnePiece(_ input: [UInt8], authenticated: Bool) -> [Event] 
             case .request(_, let consumed), .skipped(let consumed): offset += consumed
             case .error, .needMore: return events
             }
+        }
+    }
+}
+
+/// What a connection sees when each pass first reads ahead (`decodeAhead`) up to a
+/// pseudo-random number of requests, and the decoder then hands them out: a pass ends before
+/// the last third of them, as one that stops at a write in flight does, and the next reads
+/// ahead again from where it stopped.
+private func decodeReadingAhead(_ input: [UInt8], authenticated: Bool) -> [Event] {
+    withExactCopy(input[...]) { buffer in
+        var events: [Event] = []
+        var offset = 0
+        var limit = 2 + input.count % 5
+        while true {
+            let rest = UnsafeRawBufferPointer(rebasing: buffer[offset...])
+            let read = decoder.decodeAhead(rest, limit: limit, authenticated: authenticated)
+            check(read <= limit, "read \(read) requests ahead for a limit of \(limit)")
+            var state = RESPDecodeState()
+            var passOffset = offset
+            for _ in 0..<max(1, read - read / 3) {
+                let pass = UnsafeRawBufferPointer(rebasing: buffer[passOffset...])
+                guard let event = decodeOne(pass, state: &state, authenticated: authenticated) else {
+                    events.append(.needMore(pending: pass.count))
+                    return events
+                }
+                events.append(event)
+                switch event {
+                case .request(_, let consumed), .skipped(let consumed): passOffset += consumed
+                case .error, .needMore: return events
+                }
+            }
+            offset = passOffset
+            limit = (limit + 3) % 7
         }
     }
 }

@@ -32,14 +32,20 @@ final class RESPFront {
 
     // MARK: Requests
 
-    /// Prefetches the cache entries of the keys the first whole RESP requests of `bytes` read
-    /// (HGETALL, HGET and the other key reads), when there are two or more.
-    func prefetchKeys(_ bytes: UnsafeRawPointer, _ count: Int) {
+    /// Reads ahead the first whole requests of `bytes` (`RESPDecoder.decodeAhead`), so that
+    /// each is read once, and prefetches the cache entries of the keys they read (HGETALL,
+    /// HGET and the other key reads), when there are two or more. `limit` 0 only forgets what
+    /// an earlier pass read ahead.
+    func readAhead(_ bytes: UnsafeRawPointer, _ count: Int, limit: Int, authenticated: Bool) {
+        let requests = decoder.decodeAhead(UnsafeRawBufferPointer(start: bytes, count: count), limit: limit,
+                                           authenticated: authenticated)
+        guard requests >= 2 else { return }
         var gathered = 0
         let slots = processor.lookahead
-        let keyspace = self.keyspace
-        RESPDecoder.keysAhead(bytes, count: count, limit: RequestProcessor.lookaheadSlots) { key in
-            if let userId = keyspace.possibleUserId(ofKey: key) {
+        for index in 0..<requests where gathered < RequestProcessor.lookaheadSlots {
+            let arguments = decoder.aheadArguments(index)
+            if arguments.count >= 2, RESPCommandName.lookup(arguments[0])?.readsKey == true,
+               let userId = keyspace.possibleUserId(ofKey: arguments[1]) {
                 slots[gathered] = PrefetchSlot(key: userId)
                 gathered += 1
             }
@@ -53,7 +59,8 @@ final class RESPFront {
     func serve(_ connection: Connection, _ session: RESPSession, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
         var budget = processor.context.configuration.requestsPerWakeup
-        if session.decodeState == RESPDecodeState() { prefetchKeys(bytes, count) }
+        let fresh = session.decodeState == RESPDecodeState()
+        readAhead(bytes, count, limit: fresh ? RequestProcessor.lookaheadSlots : 0, authenticated: connection.role > .none)
         while used < count && budget > 0 && connection.phase == .serving {
             if processor.repliesReachHighWater(connection) { break }
             // Restored when a request must wait: the next pass decodes it again from its start.

@@ -53,11 +53,24 @@ public struct RESPDecodeState: Equatable, Sendable {
 /// next `decode`.
 public final class RESPDecoder {
     public let limits: RESPLimits
-    /// One view per argument of the last request, `limits.maxArguments` of them.
+    /// One view per argument of the last request, `limits.maxArguments` of them; after
+    /// `decodeAhead`, the arguments of every request it read, one after the other.
     private let views: UnsafeMutablePointer<UnsafeRawBufferPointer>
     /// Unescaped inline arguments: never longer than the line they come from.
     private let scratch: UnsafeMutableRawPointer
+    /// Where in `views` the last request's arguments start, and how many it has.
+    private var firstArgument = 0
     private var argumentCount = 0
+    /// The requests `decodeAhead` read: where each one's arguments start in `views`, how many
+    /// it has, and how many bytes it takes. `decode` hands out the next while it is asked for
+    /// the bytes where that one starts (`aheadStart`), under the same authentication.
+    private let ahead: UnsafeMutablePointer<(first: Int, count: Int, consumed: Int)>
+    private var aheadCount = 0
+    private var aheadNext = 0
+    private var aheadStart: UnsafeRawPointer? = nil
+    private var aheadAuthenticated = false
+    /// The most requests one `decodeAhead` reads.
+    public static let aheadCapacity = 64
 
     public init(limits: RESPLimits = RESPLimits()) {
         precondition(limits.maxArguments >= 1 && limits.maxInlineBytes >= 1, "a request needs room for one argument")
@@ -68,17 +81,58 @@ public final class RESPDecoder {
         views = .allocate(capacity: limits.maxArguments)
         views.initialize(repeating: UnsafeRawBufferPointer(start: nil, count: 0), count: limits.maxArguments)
         scratch = .allocate(byteCount: limits.maxInlineBytes, alignment: 1)
+        ahead = .allocate(capacity: Self.aheadCapacity)
     }
 
     deinit {
         views.deallocate()
         scratch.deallocate()
+        ahead.deallocate()
     }
 
     /// The arguments of the request the last `decode` returned, the command name first;
     /// empty after any other result.
     public var arguments: UnsafeBufferPointer<UnsafeRawBufferPointer> {
-        UnsafeBufferPointer(start: views, count: argumentCount)
+        UnsafeBufferPointer(start: views + firstArgument, count: argumentCount)
+    }
+
+    /// Reads ahead the whole requests in their plainest form (`decodeWholeMultibulk`) at the
+    /// start of `input`, at most `limit` of them, and returns how many it read, so that a
+    /// server can look at a pass's requests (`aheadArguments`) before it serves them, and
+    /// `decode` then hands each out without reading it again. It stops at the first other
+    /// request (inline, cut off, or any other form), which `decode` reads as usual.
+    ///
+    /// Call it at the start of every pass over a connection's input, with a `limit` of 0 when
+    /// the connection is in the middle of a request: what an earlier pass read ahead, over
+    /// other bytes, is forgotten then. `decode` forgets it too when asked for other bytes.
+    public func decodeAhead(_ input: UnsafeRawBufferPointer, limit: Int, authenticated: Bool) -> Int {
+        aheadCount = 0
+        aheadNext = 0
+        argumentCount = 0
+        firstArgument = 0
+        guard let base = input.baseAddress else { return 0 }
+        aheadStart = base
+        aheadAuthenticated = authenticated
+        var offset = 0
+        var first = 0
+        while aheadCount < min(limit, Self.aheadCapacity) && offset < input.count
+                && base.load(fromByteOffset: offset, as: UInt8.self) == ASCII.star,
+              let consumed = decodeWholeMultibulk(base + offset, count: input.count - offset,
+                                                  authenticated: authenticated, into: first) {
+            ahead[aheadCount] = (first, argumentCount, consumed)
+            aheadCount += 1
+            first += argumentCount
+            offset += consumed
+        }
+        argumentCount = 0
+        return aheadCount
+    }
+
+    /// The arguments of request `index` of those the last `decodeAhead` read, the command
+    /// name first; valid until the next `decodeAhead` or a `decode` of other bytes.
+    public func aheadArguments(_ index: Int) -> UnsafeBufferPointer<UnsafeRawBufferPointer> {
+        precondition(index >= aheadNext && index < aheadCount, "no request \(index) read ahead")
+        return UnsafeBufferPointer(start: views + ahead[index].first, count: ahead[index].count)
     }
 
     /// Decodes the request at the start of `input`.
@@ -99,12 +153,25 @@ public final class RESPDecoder {
         _ input: UnsafeRawBufferPointer, state: inout RESPDecodeState, authenticated: Bool
     ) -> RESPDecodeResult {
         argumentCount = 0
+        firstArgument = 0
         guard let base = input.baseAddress, input.count > 0 else {
             return .needMore
         }
+        if aheadNext < aheadCount {
+            if base == aheadStart && authenticated == aheadAuthenticated && state == RESPDecodeState() {
+                let request = ahead[aheadNext]
+                aheadNext += 1
+                aheadStart = base + request.consumed
+                firstArgument = request.first
+                argumentCount = request.count
+                return .request(consumed: request.consumed)
+            }
+            // Asked for other bytes: what was read ahead is no longer theirs.
+            aheadCount = 0
+        }
         if base.load(as: UInt8.self) == ASCII.star {
             if state.argumentsExpected == 0 && state.searched == 0,
-               let consumed = decodeWholeMultibulk(base, count: input.count, authenticated: authenticated) {
+               let consumed = decodeWholeMultibulk(base, count: input.count, authenticated: authenticated, into: 0) {
                 return .request(consumed: consumed)
             }
             return decodeMultibulk(base, count: input.count, state: &state, authenticated: authenticated)
@@ -174,9 +241,10 @@ public final class RESPDecoder {
     /// count and length decimal digits without a sign or a leading zero, each line ended by
     /// CR LF, each body by CR LF) within every limit. Returns the bytes it takes, having made
     /// the argument views; nil, having changed nothing, for anything else, which
-    /// `decodeMultibulk` then reads with all of Redis's rules.
+    /// `decodeMultibulk` then reads with all of Redis's rules. The views go from `views[first]`,
+    /// and the request has at most the arguments left from there.
     @inline(__always)
-    private func decodeWholeMultibulk(_ base: UnsafeRawPointer, count: Int, authenticated: Bool) -> Int? {
+    private func decodeWholeMultibulk(_ base: UnsafeRawPointer, count: Int, authenticated: Bool, into first: Int) -> Int? {
         @inline(__always) func byte(_ i: Int) -> UInt8 { base.load(fromByteOffset: i, as: UInt8.self) }
         /// The number at `start` and where its line ends (the CR), for up to 9 digits.
         @inline(__always) func number(at start: Int) -> (value: Int, cr: Int)? {
@@ -193,7 +261,7 @@ public final class RESPDecoder {
                   i + 1 < count, byte(i) == ASCII.cr, byte(i + 1) == ASCII.lf else { return nil }
             return (value, i)
         }
-        guard let (arguments, countEnd) = number(at: 1), arguments >= 1, arguments <= limits.maxArguments,
+        guard let (arguments, countEnd) = number(at: 1), arguments >= 1, arguments <= limits.maxArguments - first,
               authenticated || arguments <= limits.unauthenticatedMaxArguments else { return nil }
         var offset = countEnd + 2
         var payload = 0
@@ -204,7 +272,7 @@ public final class RESPDecoder {
             let body = lengthEnd + 2
             guard payload <= limits.maxRequestPayloadBytes, length + 2 <= count - body,
                   byte(body + length) == ASCII.cr, byte(body + length + 1) == ASCII.lf else { return nil }
-            views[index] = UnsafeRawBufferPointer(start: base + body, count: length)
+            views[first + index] = UnsafeRawBufferPointer(start: base + body, count: length)
             offset = body + length + 2
         }
         argumentCount = arguments
