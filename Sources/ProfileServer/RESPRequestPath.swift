@@ -23,6 +23,9 @@ final class RESPFront {
     /// reference counting.
     let keyspace: RESPKeyspace
     let cache: ProfileCache
+    /// Read once: `allCases` makes its array at every use, and a static's first-use check
+    /// would run on every key read.
+    private let fieldsPerProfile = ProfileField.allCases.count
 
     init(processor: RequestProcessor, keyspace: RESPKeyspace) {
         self.processor = processor
@@ -173,7 +176,7 @@ final class RESPFront {
     /// `RequestProcessor.mayAnswerAhead` refuses.
     private func answerRESPAhead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                                  _ connection: Connection) -> Bool {
-        guard processor.mayAnswerAhead(needing: Self.respHeldReplyRoom(command, arguments.count), on: connection),
+        guard processor.mayAnswerAhead(needing: respHeldReplyRoom(command, arguments.count), on: connection),
               keyspace.checkRead(command, arguments) == nil else { return false }
         let keys = command == .exists ? arguments.count - 1 : 1
         for index in 1...keys {
@@ -185,13 +188,10 @@ final class RESPFront {
         return true
     }
 
-    // Read once: `allCases` makes its array at every use, which HGETALL paid for per request.
-    private static let fieldsPerProfile = ProfileField.allCases.count
-
     /// Room in the scratch that the reply of a key read with `argumentCount` arguments fits in
     /// (every value it may name at its longest, or a store error), so that answering it ahead
     /// never spills the scratch.
-    private static func respHeldReplyRoom(_ command: RESPCommandName, _ argumentCount: Int) -> Int {
+    private func respHeldReplyRoom(_ command: RESPCommandName, _ argumentCount: Int) -> Int {
         let values = switch command {
         case .exists: 0
         case .hmget: argumentCount - 2
@@ -370,7 +370,7 @@ final class RESPFront {
             do {
                 if command == .hgetall {
                     // Room first, so the reply is written from the cached entry itself.
-                    processor.reserve(Self.respHeldReplyRoom(command, arguments.count), connection)
+                    processor.reserve(respHeldReplyRoom(command, arguments.count), connection)
                     let version = connection.resp.version
                     let end = processor.out.end
                     processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }

@@ -248,17 +248,23 @@ public final class RESPDecoder {
         @inline(__always) func byte(_ i: Int) -> UInt8 { base.load(fromByteOffset: i, as: UInt8.self) }
         /// The number at `start` and where its line ends (the CR), for up to 9 digits.
         @inline(__always) func number(at start: Int) -> (value: Int, cr: Int)? {
-            var i = start
-            var value = 0
+            // A digit, then CR LF or more digits: a single digit, the count and the command's
+            // length of nearly every request, is read without the loop.
+            guard start + 2 < count else { return nil }
+            let first = byte(start) &- ASCII.zero
+            guard first <= 9 else { return nil }
+            if byte(start + 1) == ASCII.cr { return byte(start + 2) == ASCII.lf ? (Int(first), start + 1) : nil }
+            // More digits: no leading zero, not too many, then CR LF.
+            guard first != 0 else { return nil }
+            var i = start + 1
+            var value = Int(first)
             while i < count && i - start < 10 {
                 let digit = byte(i) &- ASCII.zero
                 guard digit <= 9 else { break }
                 value = value * 10 + Int(digit)
                 i += 1
             }
-            // Digits, not too many, no leading zero, then CR LF.
-            guard i > start, i - start < 10, byte(start) != ASCII.zero || i - start == 1,
-                  i + 1 < count, byte(i) == ASCII.cr, byte(i + 1) == ASCII.lf else { return nil }
+            guard i - start < 10, i + 1 < count, byte(i) == ASCII.cr, byte(i + 1) == ASCII.lf else { return nil }
             return (value, i)
         }
         guard let (arguments, countEnd) = number(at: 1), arguments >= 1, arguments <= limits.maxArguments - first,
