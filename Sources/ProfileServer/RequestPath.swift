@@ -61,7 +61,7 @@ extension RequestProcessor {
     func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
         for job in connection.unansweredWrites {
             for index in 0..<job.operationCount {
-                guard let written = job.operation(at: index).userId else { return true }
+                guard let written = job.userId(at: index) else { return true }
                 if bytesEqual(written, userId) { return true }
             }
         }

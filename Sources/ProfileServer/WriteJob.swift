@@ -109,6 +109,14 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
         operations[index].writeOperation({ arguments.argument($0) }, keyPrefix: keyPrefix)
     }
 
+    /// Operation `index`'s id, without making the store's operation; nil for a removal of
+    /// every profile.
+    func userId(at index: Int) -> UnsafeRawBufferPointer? {
+        let operation = operations[index]
+        if case .removeAll = operation.kind { return nil }
+        return UnsafeRawBufferPointer(rebasing: arguments.argument(operation.userId)[keyPrefix...])
+    }
+
     /// Takes in what the commit did, on the writer's thread, while the outcomes are valid.
     func record(_ outcomes: WriteOutcomes) {
         for index in 0..<operations.count {

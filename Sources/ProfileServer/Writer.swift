@@ -148,7 +148,7 @@ final class WriteCoordinator: @unchecked Sendable {
                 // It may have been applied after all: what the cache holds of its ids may be old.
                 Log.error("write outcome unknown: it may or may not have been applied", ["error": "\(error)"])
                 for index in 0..<job.operationCount {
-                    if let userId = job.operation(at: index).userId { cache.invalidate(userId) } else { cache.removeAll() }
+                    if let userId = job.userId(at: index) { cache.invalidate(userId) } else { cache.removeAll() }
                 }
                 job.failure = error.reason
             case .failed(let error):
@@ -166,7 +166,7 @@ final class WriteCoordinator: @unchecked Sendable {
     private func count(_ job: WriteJob, _ outcomes: WriteOutcomes) {
         var written = 0, deleted = 0
         for index in 0..<job.operationCount where outcomes.changed(index) {
-            if case .removeAll = job.operation(at: index) { continue }
+            if job.userId(at: index) == nil { continue }
             if outcomes.after(index) != nil {
                 written += 1
             } else if outcomes.before(index).exists {
@@ -190,7 +190,7 @@ final class WriteCoordinator: @unchecked Sendable {
         var gathered = 0
         for job in batch {
             for index in 0..<job.operationCount {
-                guard let userId = job.operation(at: index).userId else { continue }
+                guard let userId = job.userId(at: index) else { continue }
                 prefetchSlots[gathered] = PrefetchSlot(key: userId)
                 gathered += 1
             }
@@ -204,11 +204,11 @@ final class WriteCoordinator: @unchecked Sendable {
     private func publish(_ job: WriteJob, _ outcomes: WriteOutcomes) {
         var removesAll = false
         for index in 0..<job.operationCount where outcomes.changed(index) {
-            if case .removeAll = job.operation(at: index) { removesAll = true }
+            if job.userId(at: index) == nil { removesAll = true }
         }
         if removesAll { cache.removeAll() }
         for index in 0..<job.operationCount where outcomes.changed(index) {
-            if case .removeAll = job.operation(at: index) { continue }
+            if job.userId(at: index) == nil { continue }
             if cacheAfterCommit == .invalidate {
                 cache.invalidate(outcomes.userId(index))
                 continue

@@ -150,12 +150,32 @@ import Testing
         }
     }
 
+    @Test func aKeyPrefixDoesNotHideAWrittenKeyFromTheReadsBehindIt() throws {
+        try withHeldCommits(respKeyPrefix: "user:") { server, gate in
+            let client = try server.connectRESP()
+            #expect(try client.call("HSET", "user:a", "name", "old") == ":1\r\n")
+            #expect(try client.call("HGET", "user:a", "name") == "$3\r\nold\r\n")
+            let looked = server.statistic("cmd_get")!
+
+            gate.hold()
+            client.send(RESPTestClient.multibulk(["HSET", "user:a", "name", "new"]) + RESPTestClient.multibulk(["HGET", "user:a", "name"]))
+            #expect(waitUntil { gate.waiting })
+            usleep(50_000)
+            // The write's id is the key without its prefix: the read of that key waits for it.
+            #expect(server.statistic("cmd_get")! == looked)
+            gate.release()
+            #expect(try client.reply() == ":0\r\n")
+            #expect(try client.reply() == "$3\r\nnew\r\n")
+        }
+    }
+
     /// Runs `body` against an in-process server whose commits the test can hold back.
-    private func withHeldCommits(_ body: (InProcessServer, CommitGate) throws -> Void) throws {
+    private func withHeldCommits(respKeyPrefix: String = "", _ body: (InProcessServer, CommitGate) throws -> Void) throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let gate = CommitGate()
-        let server = try InProcessServer(path: directory + "/profiles.sqlite3", wrapWritePath: { gate.wrap($0) })
+        let server = try InProcessServer(path: directory + "/profiles.sqlite3", respKeyPrefix: respKeyPrefix,
+                                         wrapWritePath: { gate.wrap($0) })
         defer {
             gate.release()
             server.stop()

@@ -29,8 +29,9 @@ final class InProcessServer {
     ///   - writeBufferBytes: the store's memory for writes not yet merged.
     ///   - wrapReader: lets a test stand between each worker and its reader of the store.
     ///   - wrapWritePath: lets a test stand between the writer and the store's write path.
+    ///   - respKeyPrefix: `--resp-key-prefix`.
     init(path: String, busyTimeoutMilliseconds: Int32 = 200, writeBufferBytes: Int = 8 << 20,
-         workers workerCount: Int = 1, loopPolicy: LoopPolicy = .standard,
+         workers workerCount: Int = 1, loopPolicy: LoopPolicy = .standard, respKeyPrefix: String = "",
          wrapReader: (any ProfileReader) -> any ProfileReader = { $0 },
          wrapWritePath: (any ProfileWritePath) -> any ProfileWritePath = { $0 }) throws {
         // The writer warns of every injected fault; the tests check the replies instead.
@@ -43,6 +44,7 @@ final class InProcessServer {
         let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
         var configuration = ServerConfiguration()
         configuration.loopPolicy = loopPolicy
+        configuration.respKeyPrefix = Array(respKeyPrefix.utf8)
         context = ServerContext(configuration: configuration, cache: cache, store: store,
                                 writers: [writer], tokens: TokenRegistry(nil), statistics: statistics,
                                 workerCount: workerCount)
