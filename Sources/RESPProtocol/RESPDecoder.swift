@@ -113,9 +113,10 @@ public final class RESPDecoder {
         guard let base = input.baseAddress else { return 0 }
         aheadStart = base
         aheadAuthenticated = authenticated
+        let most = min(limit, Self.aheadCapacity)
         var offset = 0
         var first = 0
-        while aheadCount < min(limit, Self.aheadCapacity) && offset < input.count
+        while aheadCount < most && offset < input.count
                 && base.load(fromByteOffset: offset, as: UInt8.self) == ASCII.star,
               let consumed = decodeWholeMultibulk(base + offset, count: input.count - offset,
                                                   authenticated: authenticated, into: first) {
@@ -251,13 +252,13 @@ public final class RESPDecoder {
             // A digit, then CR LF or more digits: a single digit, the count and the command's
             // length of nearly every request, is read without the loop.
             guard start + 2 < count else { return nil }
-            let first = byte(start) &- ASCII.zero
-            guard first <= 9 else { return nil }
-            if byte(start + 1) == ASCII.cr { return byte(start + 2) == ASCII.lf ? (Int(first), start + 1) : nil }
+            let leading = byte(start) &- ASCII.zero
+            guard leading <= 9 else { return nil }
+            if byte(start + 1) == ASCII.cr { return byte(start + 2) == ASCII.lf ? (Int(leading), start + 1) : nil }
             // More digits: no leading zero, not too many, then CR LF.
-            guard first != 0 else { return nil }
+            guard leading != 0 else { return nil }
             var i = start + 1
-            var value = Int(first)
+            var value = Int(leading)
             while i < count && i - start < 10 {
                 let digit = byte(i) &- ASCII.zero
                 guard digit <= 9 else { break }
