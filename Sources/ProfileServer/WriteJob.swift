@@ -112,9 +112,14 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
     /// Operation `index`'s id, without making the store's operation; nil for a removal of
     /// every profile.
     func userId(at index: Int) -> UnsafeRawBufferPointer? {
-        let operation = operations[index]
-        if case .removeAll = operation.kind { return nil }
-        return UnsafeRawBufferPointer(rebasing: arguments.argument(operation.userId)[keyPrefix...])
+        if removesAll(at: index) { return nil }
+        return UnsafeRawBufferPointer(rebasing: arguments.argument(operations[index].userId)[keyPrefix...])
+    }
+
+    /// Whether operation `index` removes every profile.
+    func removesAll(at index: Int) -> Bool {
+        if case .removeAll = operations[index].kind { return true }
+        return false
     }
 
     /// Takes in what the commit did, on the writer's thread, while the outcomes are valid.

@@ -166,7 +166,7 @@ final class WriteCoordinator: @unchecked Sendable {
     private func count(_ job: WriteJob, _ outcomes: WriteOutcomes) {
         var written = 0, deleted = 0
         for index in 0..<job.operationCount where outcomes.changed(index) {
-            if job.userId(at: index) == nil { continue }
+            if job.removesAll(at: index) { continue }
             if outcomes.after(index) != nil {
                 written += 1
             } else if outcomes.before(index).exists {
@@ -204,11 +204,11 @@ final class WriteCoordinator: @unchecked Sendable {
     private func publish(_ job: WriteJob, _ outcomes: WriteOutcomes) {
         var removesAll = false
         for index in 0..<job.operationCount where outcomes.changed(index) {
-            if job.userId(at: index) == nil { removesAll = true }
+            if job.removesAll(at: index) { removesAll = true }
         }
         if removesAll { cache.removeAll() }
         for index in 0..<job.operationCount where outcomes.changed(index) {
-            if job.userId(at: index) == nil { continue }
+            if job.removesAll(at: index) { continue }
             if cacheAfterCommit == .invalidate {
                 cache.invalidate(outcomes.userId(index))
                 continue
