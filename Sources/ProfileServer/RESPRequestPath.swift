@@ -26,11 +26,18 @@ final class RESPFront {
     /// Read once: `allCases` makes its array at every use, and a static's first-use check
     /// would run on every key read.
     private let fieldsPerProfile = ProfileField.allCases.count
+    /// A key read's values, copied out of the cache or the store row (`readProfile`).
+    private let fieldScratch: UnsafeMutableRawPointer
 
     init(processor: RequestProcessor, keyspace: RESPKeyspace) {
         self.processor = processor
         self.keyspace = keyspace
         cache = processor.cache
+        fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
+    }
+
+    deinit {
+        fieldScratch.deallocate()
     }
 
     // MARK: Requests
@@ -407,7 +414,7 @@ final class RESPFront {
     /// until the next read.
     /// - Throws: the store's error.
     func readProfile(_ key: UnsafeRawBufferPointer) throws -> ProfileValues? {
-        let scratch = processor.fieldScratch
+        let scratch = fieldScratch
         return try withProfile(key) { values in values.map { Self.copy($0.name, $0.portraitUri, to: scratch) } }
     }
 

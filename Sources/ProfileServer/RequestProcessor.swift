@@ -23,9 +23,7 @@ final class RequestProcessor {
     /// Reads of a shared store this pass made, for the fetchers.
     var fetchJobs: [ReadJob] = []
     let cache: ProfileCache
-    /// A RESP read's values, copied out of the cache or the store row (`readProfile`).
-    let fieldScratch: UnsafeMutableRawPointer
-    /// Where a RESP read's store miss encodes the VALUE line it puts in the cache.
+    /// Where a row read from the store for the cache alone (not into a reply) is encoded for it.
     let valueScratch: UnsafeMutableRawPointer
     /// The ids a front's look-ahead gathers over a pass's pipelined reads, so that the cache's
     /// memory misses for all of them overlap (`ProfileCache.prefetch`); reused by every pass.
@@ -58,7 +56,6 @@ final class RequestProcessor {
         precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
         out = ReplyBuffer(capacity: 256 << 10)
         lookahead = .allocate(capacity: Self.lookaheadSlots)
-        fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
         valueScratch = .allocate(byteCount: Self.valueLineCapacity, alignment: 16)
     }
 
@@ -67,7 +64,6 @@ final class RequestProcessor {
 
     deinit {
         lookahead.deallocate()
-        fieldScratch.deallocate()
         valueScratch.deallocate()
     }
 
