@@ -91,23 +91,35 @@ private func decodeOne(_ input: UnsafeRawBufferPointer, state: inout RESPDecodeS
     }
 }
 
+/// Decodes up to `count` events of `buffer` from `offset` into `events`, and returns where
+/// they end; nil once the stream has ended (an error, or the input ran out: `.needMore`).
+private func decodeEvents(_ buffer: UnsafeRawBufferPointer, from offset: Int, count: Int, authenticated: Bool,
+                          into events: inout [Event]) -> Int? {
+    var offset = offset
+    for _ in 0..<count {
+        var state = RESPDecodeState()
+        let rest = UnsafeRawBufferPointer(rebasing: buffer[offset...])
+        guard let event = decodeOne(rest, state: &state, authenticated: authenticated) else {
+            events.append(.needMore(pending: rest.count))
+            return nil
+        }
+        events.append(event)
+        switch event {
+        case .request(_, let consumed), .skipped(let consumed): offset += consumed
+        case .error, .needMore: return nil
+        }
+    }
+    return offset
+}
+
 private func decodeInOnePiece(_ input: [UInt8], authenticated: Bool) -> [Event] {
     withExactCopy(input[...]) { buffer in
         var events: [Event] = []
         var offset = 0
-        while true {
-            var state = RESPDecodeState()
-            let rest = UnsafeRawBufferPointer(rebasing: buffer[offset...])
-            guard let event = decodeOne(rest, state: &state, authenticated: authenticated) else {
-                events.append(.needMore(pending: rest.count))
-                return events
-            }
-            events.append(event)
-            switch event {
-            case .request(_, let consumed), .skipped(let consumed): offset += consumed
-            case .error, .needMore: return events
-            }
+        while let next = decodeEvents(buffer, from: offset, count: 1, authenticated: authenticated, into: &events) {
+            offset = next
         }
+        return events
     }
 }
 
@@ -124,21 +136,9 @@ private func decodeReadingAhead(_ input: [UInt8], authenticated: Bool) -> [Event
             let rest = UnsafeRawBufferPointer(rebasing: buffer[offset...])
             let read = decoder.decodeAhead(rest, limit: limit, authenticated: authenticated)
             check(read <= limit, "read \(read) requests ahead for a limit of \(limit)")
-            var state = RESPDecodeState()
-            var passOffset = offset
-            for _ in 0..<max(1, read - read / 3) {
-                let pass = UnsafeRawBufferPointer(rebasing: buffer[passOffset...])
-                guard let event = decodeOne(pass, state: &state, authenticated: authenticated) else {
-                    events.append(.needMore(pending: pass.count))
-                    return events
-                }
-                events.append(event)
-                switch event {
-                case .request(_, let consumed), .skipped(let consumed): passOffset += consumed
-                case .error, .needMore: return events
-                }
-            }
-            offset = passOffset
+            guard let next = decodeEvents(buffer, from: offset, count: max(1, read - read / 3), authenticated: authenticated,
+                                          into: &events) else { return events }
+            offset = next
             limit = (limit + 3) % 7
         }
     }
