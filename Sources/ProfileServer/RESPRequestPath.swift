@@ -28,33 +28,40 @@ final class RESPFront {
     private let fieldsPerProfile = ProfileField.allCases.count
     /// A key read's values, copied out of the cache or the store row (`readProfile`).
     private let fieldScratch: UnsafeMutableRawPointer
+    /// The command of each request `readAhead` read, by its index there, so that serving it
+    /// does not look its name up again (`RESPDecoder.aheadIndex`).
+    private let aheadCommands: UnsafeMutablePointer<RESPCommandName?>
 
     init(processor: RequestProcessor, keyspace: RESPKeyspace) {
         self.processor = processor
         self.keyspace = keyspace
         cache = processor.cache
         fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
+        aheadCommands = .allocate(capacity: RequestProcessor.lookaheadSlots)
     }
 
     deinit {
         fieldScratch.deallocate()
+        aheadCommands.deallocate()
     }
 
     // MARK: Requests
 
     /// Reads ahead the first whole requests of `bytes` (`RESPDecoder.decodeAhead`), so that
-    /// each is read once, and prefetches the cache entries of the keys they read (HGETALL,
-    /// HGET and the other key reads), when there are two or more. `limit` 0 only forgets what
-    /// an earlier pass read ahead.
+    /// each is read and its command looked up once, and prefetches the cache entries of the
+    /// keys they read (HGETALL, HGET and the other key reads), when there are two or more.
+    /// `limit` 0 only forgets what an earlier pass read ahead.
     func readAhead(_ bytes: UnsafeRawPointer, _ count: Int, limit: Int, authenticated: Bool) {
-        let requests = decoder.decodeAhead(UnsafeRawBufferPointer(start: bytes, count: count), limit: limit,
+        let requests = decoder.decodeAhead(UnsafeRawBufferPointer(start: bytes, count: count),
+                                           limit: min(limit, RequestProcessor.lookaheadSlots),
                                            authenticated: authenticated)
-        guard requests >= 2 else { return }
         var gathered = 0
         let slots = processor.lookahead
-        for index in 0..<requests where gathered < RequestProcessor.lookaheadSlots {
+        for index in 0..<requests {
             let arguments = decoder.aheadArguments(index)
-            if arguments.count >= 2, RESPCommandName.lookup(arguments[0])?.readsKey == true,
+            let command = RESPCommandName.lookup(arguments[0])
+            aheadCommands[index] = command
+            if arguments.count >= 2, command?.readsKey == true,
                let userId = keyspace.possibleUserId(ofKey: arguments[1]) {
                 slots[gathered] = PrefetchSlot(key: userId)
                 gathered += 1
@@ -115,7 +122,8 @@ final class RESPFront {
         let waiting = writesWaiting || readsWaiting
         // Redis's order: an unknown command, then a wrong count, then authentication and role;
         // inside MULTI each of them fails the transaction.
-        guard let command = RESPCommandName.lookup(arguments[0]) else {
+        let aheadIndex = decoder.aheadIndex
+        guard let command = aheadIndex >= 0 ? aheadCommands[aheadIndex] : RESPCommandName.lookup(arguments[0]) else {
             if waiting { return false }
             session.transaction?.fail()
             processor.counters.errors += 1

@@ -96,6 +96,11 @@ public final class RESPDecoder {
         UnsafeBufferPointer(start: views + firstArgument, count: argumentCount)
     }
 
+    /// Which of the requests the last `decodeAhead` read the last `decode` handed out, so that
+    /// what a server learned of it then (its command, say) serves again; -1 when that `decode`
+    /// read its request afresh, or returned anything else.
+    public private(set) var aheadIndex = -1
+
     /// Reads ahead the whole requests in their plainest form (`decodeWholeMultibulk`) at the
     /// start of `input`, at most `limit` of them, and returns how many it read, so that a
     /// server can look at a pass's requests (`aheadArguments`) before it serves them, and
@@ -155,12 +160,14 @@ public final class RESPDecoder {
     ) -> RESPDecodeResult {
         argumentCount = 0
         firstArgument = 0
+        aheadIndex = -1
         guard let base = input.baseAddress, input.count > 0 else {
             return .needMore
         }
         if aheadNext < aheadCount {
             if base == aheadStart && authenticated == aheadAuthenticated && state == RESPDecodeState() {
                 let request = ahead[aheadNext]
+                aheadIndex = aheadNext
                 aheadNext += 1
                 aheadStart = base + request.consumed
                 firstArgument = request.first

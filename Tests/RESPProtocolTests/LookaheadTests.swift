@@ -18,16 +18,17 @@ import Testing
         Array(text.utf8).withUnsafeBytes { ahead(RESPDecoder(), $0, limit: limit, authenticated: authenticated) }
     }
 
-    /// Every request `decode` gives for `bytes` from its start, as arguments and bytes taken.
+    /// Every request `decode` gives for `bytes` from its start, as arguments, bytes taken and
+    /// which request read ahead it was (`aheadIndex`).
     private func decodeAll(_ decoder: RESPDecoder, _ bytes: UnsafeRawBufferPointer,
-                           authenticated: Bool = true) -> [([String], Int)] {
-        var decoded: [([String], Int)] = []
+                           authenticated: Bool = true) -> [([String], Int, Int)] {
+        var decoded: [([String], Int, Int)] = []
         var used = 0
         var state = RESPDecodeState()
         while used < bytes.count,
               case .request(let consumed) = decoder.decode(UnsafeRawBufferPointer(rebasing: bytes[used...]), state: &state,
                                                            authenticated: authenticated) {
-            decoded.append((decoder.arguments.map { String(decoding: $0, as: UTF8.self) }, consumed))
+            decoded.append((decoder.arguments.map { String(decoding: $0, as: UTF8.self) }, consumed, decoder.aheadIndex))
             used += consumed
         }
         return decoded
@@ -65,6 +66,10 @@ import Testing
             #expect(decoded.map(\.0) == expected.map(\.0))
             #expect(decoded.map(\.1) == expected.map(\.1))
             #expect(decoded.count == 4)
+            // Each says which request read ahead it was, so that what a server learned of it
+            // then serves again; those read afresh say none.
+            #expect(decoded.map(\.2) == [0, 1, -1, -1])
+            #expect(expected.map(\.2) == [-1, -1, -1, -1])
         }
     }
 
@@ -85,6 +90,7 @@ import Testing
         let result = decoder.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<other.count]), state: &state, authenticated: true)
         #expect(result == .request(consumed: other.count))
         #expect(decoder.arguments.map { String(decoding: $0, as: UTF8.self) } == ["HGETALL", "zz"])
+        #expect(decoder.aheadIndex == -1)
         // A limit of 0 forgets what an earlier pass read ahead.
         buffer.copyBytes(from: first)
         #expect(ahead(decoder, UnsafeRawBufferPointer(buffer), limit: 0).isEmpty)
