@@ -150,6 +150,13 @@ final class RESPFront {
             if readsWaiting || (writesWaiting && command != .exec) { return false }
             return serveInTransaction(command, arguments, transaction, connection)
         }
+        if command == .hgetall && !waiting {
+            // The commonest request, straight to its reply.
+            let fetching = connection.readsInFlight
+            getAll(arguments, connection)
+            if connection.readsInFlight == fetching { countPassCommand(command) }
+            return true
+        }
         switch command {
         case .multi:
             if waiting { return false }
@@ -380,18 +387,11 @@ final class RESPFront {
                 failRESP(since: mark, on: connection, error)
             }
         case _ where command.readsKey:
+            if command == .hgetall { return getAll(arguments, connection) }
             if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
             let countersBefore = processor.counters
             do {
-                if command == .hgetall {
-                    // Room first, so the reply is written from the cached entry itself.
-                    processor.reserve(respHeldReplyRoom(command, arguments.count), connection)
-                    let version = connection.resp.version
-                    let end = processor.out.end
-                    processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
-                } else {
-                    writeKeyRead(command, arguments, try readProfile(arguments[1]), connection)
-                }
+                writeKeyRead(command, arguments, try readProfile(arguments[1]), connection)
             } catch let reason as NeedsFetch {
                 processor.counters = countersBefore
                 if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
@@ -402,6 +402,25 @@ final class RESPFront {
         default:
             // Writes and transaction commands never get here.
             preconditionFailure("\(command) is not run by executeRESP")
+        }
+    }
+
+    /// HGETALL, the commonest request, whose arguments need no check: its reply written from
+    /// the cached entry itself, else from the store, else handed to the fetchers.
+    private func getAll(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        let countersBefore = processor.counters
+        // Room first, so the reply is written under the shard's lock.
+        processor.reserve(respHeldReplyRoom(.hgetall, arguments.count), connection)
+        let version = connection.resp.version
+        let end = processor.out.end
+        do {
+            processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
+        } catch let reason as NeedsFetch {
+            processor.counters = countersBefore
+            if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
+            fetch(.hgetall, arguments, connection)
+        } catch {
+            respStoreError(error, connection)
         }
     }
 

@@ -134,6 +134,30 @@ import Testing
         #expect(metrics["histogram_types"] == "2")
     }
 
+    /// RESP's commands count in the same latency histograms as the line protocol's, by what
+    /// they do: a cached HGETALL, answered on its shortest path, is a get like HGET or a miss.
+    @Test func respCommandsCountInTheLatencyHistograms() throws {
+        let server = try TestServer(["--metrics", "127.0.0.1:0", "--resp-port", "0"])
+        let c = try server.connectRESP()
+        #expect(try c.call("HSET", "a", "name", "n") == ":1\r\n")
+        #expect(try c.call("HGETALL", "zz") == "*0\r\n")
+        // Read once, so that the next two are answered from the cache.
+        #expect(try c.call("HGET", "a", "name") == "$1\r\nn\r\n")
+        for _ in 0..<2 { #expect(try c.call("HGETALL", "a") == "*2\r\n$4\r\nname\r\n$1\r\nn\r\n") }
+        #expect(try c.call("PING") == "+PONG\r\n")
+        let port = try metricsPort(server.log)
+        let parsed = try runToCompletion("/usr/bin/env", ["python3", "-c", prometheusParser, "127.0.0.1:\(port)"])
+        #expect(parsed.status == 0, "\(parsed.output)")
+        var metrics: [String: String] = [:]
+        for line in parsed.output.split(separator: "\n") {
+            let parts = line.split(separator: " ", maxSplits: 1)
+            if parts.count == 2 { metrics[String(parts[0])] = String(parts[1]) }
+        }
+        #expect(metrics["profiled_request_duration_seconds_count{command=get}"].flatMap { Double($0) } == 4)
+        #expect(metrics["profiled_request_duration_seconds_count{command=set}"].flatMap { Double($0) } == 1)
+        #expect(metrics["profiled_request_duration_seconds_count{command=ping}"].flatMap { Double($0) } == 1)
+    }
+
     /// Whoever waits for `listening` (a supervisor, these tests) must find the server ready:
     /// every other start-up line, the metrics address included, comes before it.
     @Test func listeningIsTheLastStartUpLine() throws {
