@@ -3,8 +3,10 @@ import Glibc
 import ProfileSystem
 import Synchronization
 
-/// A byte-bounded LRU from userId to the encoded `VALUE` reply line, or to a
-/// remembered absence, in front of the profile store.
+/// A byte-bounded LRU from userId to a profile, or to a remembered absence, in front of the
+/// profile store. A profile is kept as its values inside the reply one codec encoded once for
+/// it (`EncodedProfile`): what a hit of that codec copies, and what any other codec encodes its
+/// own reply from (docs/BENCHMARKS.md, "What a cache entry keeps", measures why).
 ///
 /// Thread-safe: any thread may call any method. The cache is split into shards by
 /// the id's hash; each shard has its own lock, table, recency list and an equal
