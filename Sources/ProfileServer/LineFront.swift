@@ -87,7 +87,7 @@ final class LineFront {
         // A plain GET needs neither the tokenizer nor the argument checks (see `plainGetUserId`).
         if !waiting && connection.role >= Verb.get.requiredRole,
            let userId = RequestLines.plainGetUserId(UnsafeRawBufferPointer(line)) {
-            execute(.get(userId), on: connection, mustFetch: false)
+            lookUpOne(.get, userId, mustFetch: false, connection)
             if connection.readsInFlight == 0 { processor.countPassVerb(.get) }
             return true
         }
@@ -156,20 +156,12 @@ final class LineFront {
         case .ping:
             reply(ReplyEncoder.pong, connection)
         case .get(let userId):
-            if processor.reader == nil { return lookUpShared(.get, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
-            do { try lookUp(userId, exists: false, on: connection) } catch { reply(storeError: error, to: connection) }
+            lookUpOne(.get, userId, mustFetch: mustFetch, connection)
         case .exists(let userId):
-            if processor.reader == nil { return lookUpShared(.exists, count: 1, mustFetch: mustFetch, connection) { _ in userId } }
-            do { try lookUp(userId, exists: true, on: connection) } catch { reply(storeError: error, to: connection) }
+            lookUpOne(.exists, userId, mustFetch: mustFetch, connection)
         case .mget(let count):
             let decoder = self.decoder
-            if processor.reader == nil { return lookUpShared(.mget, count: count, mustFetch: mustFetch, connection) { decoder.argument($0) } }
-            let mark = RequestProcessor.Mark(processor, connection)
-            do {
-                try lookUpMGET(count: count, on: connection) { decoder.argument($0) }
-            } catch {
-                failStore(since: mark, on: connection, error)
-            }
+            lookUpMany(count: count, mustFetch: mustFetch, connection) { decoder.argument($0) }
         case .count:
             processor.readListing(.count, answer: LineReadAnswer.count, verb: .count, arguments: 0,
                         argument: { _ in fatalError("COUNT has no arguments") }, connection)
@@ -220,7 +212,9 @@ final class LineFront {
     // MARK: Lookups
 
     /// GET/MGET/EXISTS of one id: the cache first, then the store, filling the cache.
-    /// - Throws: the store's error; nothing was appended for this id then.
+    /// - Throws: the store's error; nothing was appended for this id then. `NeedsFetch.miss`
+    ///   when the fetchers read the store, having counted the lookup and nothing else;
+    ///   `NeedsFetch.leaseExpired` having counted nothing.
     func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
         if !processor.cacheVouched { throw NeedsFetch.leaseExpired }
         processor.counters.getLookups += 1
@@ -443,30 +437,46 @@ final class LineFront {
         }
     }
 
-    /// GET, EXISTS or MGET over a shared store: from the cache when it holds every id and may
-    /// answer, else all of it from the store.
-    func lookUpShared(_ verb: Verb, count: Int, mustFetch: Bool, _ connection: Connection,
-                      id: (Int) -> UnsafeRawBufferPointer) {
+    /// GET or EXISTS: from the cache, else from the store this worker reads; when the fetchers
+    /// read the store (`NeedsFetch`: the cache may not answer or misses, or reads of the
+    /// connection are with them already), from them, to be answered in order.
+    @inline(__always)
+    private func lookUpOne(_ verb: Verb, _ userId: UnsafeRawBufferPointer, mustFetch: Bool, _ connection: Connection) {
+        do {
+            if mustFetch { throw NeedsFetch.miss }
+            try lookUp(userId, exists: verb == .exists, on: connection)
+        } catch let reason as NeedsFetch {
+            // `lookUp` appends nothing and counts only the lookup before it throws this.
+            if reason == .miss && !mustFetch { processor.counters.getLookups -= 1 }
+            fetch(verb, count: 1, reason, connection) { _ in userId }
+        } catch {
+            reply(storeError: error, to: connection)
+        }
+    }
+
+    /// MGET as `lookUpOne` reads one id; once one id must be fetched, all of them are, and
+    /// a store failure replaces the whole reply.
+    private func lookUpMany(count: Int, mustFetch: Bool, _ connection: Connection, id: (Int) -> UnsafeRawBufferPointer) {
         let mark = RequestProcessor.Mark(processor, connection)
-        // A fetch answers every id, and counts them then.
         let countersBefore = processor.counters
         do {
             if mustFetch { throw NeedsFetch.miss }
-            if verb == .mget {
-                try lookUpMGET(count: count, on: connection, id: id)
-            } else {
-                try lookUp(id(0), exists: verb == .exists, on: connection)
-            }
+            try lookUpMGET(count: count, on: connection, id: id)
         } catch let reason as NeedsFetch {
             processor.takeBack(since: mark, on: connection)
             processor.counters = countersBefore
-            if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
-            processor.submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), verb: verb, arguments: count, argument: id,
-                        lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
+            fetch(.mget, count: count, reason, connection, id: id)
         } catch {
-            // The cache never throws anything else here.
-            preconditionFailure("a shared lookup failed with \(error)")
+            failStore(since: mark, on: connection, error)
         }
+    }
+
+    /// Hands every id of a GET, EXISTS or MGET to the fetchers, which answer and count them.
+    private func fetch(_ verb: Verb, count: Int, _ reason: NeedsFetch, _ connection: Connection,
+                       id: (Int) -> UnsafeRawBufferPointer) {
+        if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
+        processor.submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), verb: verb, arguments: count, argument: id,
+                    lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
     }
 }
 
