@@ -70,7 +70,8 @@ let package = Package(
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "ProfileTLS", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.
         .target(name: "ProfileAdmin",
-                dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileStoreSQLite", "ProfileProtocol", "WireBytes"]),
+                dependencies: ["CommandLineFlags", "ProfileClient", "ProfileStore", "ProfileStoreSQLite", "ProfileProtocol", "WireBytes"],
+                swiftSettings: hotPath),
         .target(name: "ProfileBench", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileProtocol", "ProfileTLS"]),
 
         .executableTarget(name: "profiled",
