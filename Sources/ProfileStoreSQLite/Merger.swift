@@ -47,10 +47,8 @@ final class Merger: @unchecked Sendable {
     /// Tells the operator about a failure: a message and the error.
     private let warn: @Sendable (_ message: String, _ error: String) -> Void
 
-    /// Set under the buffer's lock: the thread finishes what the buffer holds, then returns.
-    private var stopping = false
-    /// Why the last merge failed, until one succeeds; under the buffer's lock.
-    private(set) var lastFailure: String?
+    /// Why the last merge failed, until one succeeds.
+    private let failure = Mutex<String?>(nil)
     let merges = Atomic<Int>(0)
     let mergedRows = Atomic<Int>(0)
     /// Background steps given up because the merge turned urgent, each run again at once.
@@ -61,9 +59,8 @@ final class Merger: @unchecked Sendable {
     private var memtablesFroze = false
     private var sorterStopping = false
 
-    /// A merge starts once the buffer holds this share of its limit, or once its oldest write
-    /// has waited `maximumWaitNanos`; before, small merges would cost more per row.
-    static let startShare = 32
+    /// A merge starts once the buffer holds `WriteBuffer.mergeStartShare` of its limit, or
+    /// once its oldest write has waited this long; before, small merges would cost more per row.
     static let maximumWaitNanos = 1_000_000_000
 
     /// - Parameters:
@@ -114,86 +111,66 @@ final class Merger: @unchecked Sendable {
     /// returns.
     func run() {
         var failures = 0
-        buffer.lock.lock()
         while true {
             // Stopping, a store that keeps failing (a full disk, a read-only directory) gets a
             // few more tries, not an endless retry: what is not merged stays in the write log,
             // which is durable, and the next open merges it.
-            if stopping && failures >= Self.attemptsWhileStopping { break }
-            if let sequence = buffer.clearedAt {
-                buffer.lock.unlock()
-                let ok = attempt(&failures) { () throws(StoreError) in try emptyTable(through: sequence) }
-                buffer.lock.lock()
-                if ok { buffer.tableEmptied(at: sequence) }
-                continue
-            }
-            if shouldMerge(now: monotonicNanos()) {
-                let memtables = buffer.freezeAll()
-                buffer.lock.unlock()
+            switch buffer.waitForMergeWork(givingUp: failures >= Self.attemptsWhileStopping,
+                                           maximumWaitNanos: Self.maximumWaitNanos) {
+            case .stop:
+                return
+            case .emptyTable(let sequence):
+                if attempt(&failures, { () throws(StoreError) in try emptyTable(through: sequence) }) {
+                    buffer.tableEmptied(at: sequence)
+                }
+            case .merge(let memtables):
                 var completed = false
                 let ok = attempt(&failures) { () throws(StoreError) in
                     completed = try merge(memtables, background: true)
                 }
-                buffer.lock.lock()
                 if ok && completed { finish(memtables) }
-                continue
             }
-            if stopping { break }
-            buffer.lock.wait(forNanos: 100_000_000)
         }
-        buffer.lock.unlock()
     }
 
+    /// Why the last merge failed, until one succeeds; nil while merges succeed.
+    var lastFailure: String? { failure.withLock { $0 } }
+
     /// Runs one merge or emptying; on failure records why, waits a little (longer after each
-    /// failure in a row) and says so. Called without the buffer's lock.
+    /// failure in a row) and says so.
     private func attempt(_ failures: inout Int, _ work: () throws(StoreError) -> Void) -> Bool {
         do {
             try work()
             failures = 0
-            buffer.lock.lock()
-            lastFailure = nil
-            buffer.lock.unlock()
+            failure.withLock { $0 = nil }
             return true
         } catch {
             failures += 1
             let reason = error.reason
             // Once per run of failures: a full disk would otherwise fill the log with the same line.
             if failures == 1 { warn("merging the write log into the table failed; retrying", "\(error)") }
-            buffer.lock.lock()
-            lastFailure = reason
-            buffer.lock.unlock()
-            buffer.lock.broadcast()
+            failure.withLock { $0 = reason }
             usleep(useconds_t(min(failures, 10) * 100_000))
             return false
         }
     }
 
     /// After a merge committed: the buffer forgets what it merged, waiting writers may go on,
-    /// and the log loses the segments it no longer needs. Buffer's lock held.
+    /// and the log loses the segments it no longer needs.
     private func finish(_ memtables: [Memtable]) {
         let through = memtables.map(\.lastSequence).max() ?? 0
-        buffer.drop(memtables)
-        buffer.lock.broadcast()
-        buffer.lock.unlock()
+        buffer.dropMerged(memtables)
         log?.removeSegments(mergedThrough: through)
         // Copies the merge's pages back into the database file; never waits for readers.
         _ = try? passiveCheckpointStatement.firstInteger()
-        buffer.lock.lock()
     }
 
     /// Sorts memtables frozen since the last look, so that a SCAN finds at most the active one
     /// unsorted: one at a time, outside the buffer's lock (a frozen memtable never changes).
     /// The sorter thread only, without the lock.
     private func sortFrozenMemtables() {
-        while true {
-            buffer.lock.lock()
-            let next = buffer.unsortedFrozen
-            buffer.lock.unlock()
-            guard let next else { return }
-            let sorted = next.makeSortedLatest()
-            buffer.lock.lock()
-            next.publish(sortedLatest: sorted)
-            buffer.lock.unlock()
+        while let next = buffer.oldestUnsortedFrozen() {
+            buffer.publish(sortedLatest: next.makeSortedLatest(), of: next)
         }
     }
 
@@ -223,21 +200,10 @@ final class Merger: @unchecked Sendable {
         sorterWake.signal()
     }
 
-    /// Whether to merge now; buffer's lock held.
-    private func shouldMerge(now: Int) -> Bool {
-        guard let oldest = buffer.oldestAppendNanos else { return false }
-        return stopping || buffer.isUrgent || buffer.bytes * Self.startShare >= buffer.limitBytes
-            || now - oldest >= Self.maximumWaitNanos
-    }
-
     /// Asks the merger thread to merge what is left and return, and the sorter thread to
     /// return. Any thread.
     func stop() {
-        buffer.lock.lock()
-        stopping = true
-        buffer.noteUrgency(stopping: true)
-        buffer.lock.unlock()
-        buffer.lock.broadcast()
+        buffer.requestStop()
         sorterWake.lock()
         sorterStopping = true
         sorterWake.unlock()
@@ -249,23 +215,14 @@ final class Merger: @unchecked Sendable {
     /// Merges every memtable of the buffer now, on the calling thread: opening a store whose
     /// log had writes the table lacked. No merger thread may run.
     func mergeEverything() throws(StoreError) {
-        buffer.lock.lock()
-        let cleared = buffer.clearedAt
-        buffer.lock.unlock()
-        if let cleared {
+        if let cleared = buffer.pendingClear {
             try emptyTable(through: cleared)
-            buffer.lock.lock()
             buffer.tableEmptied(at: cleared)
-            buffer.lock.unlock()
         }
-        buffer.lock.lock()
         let memtables = buffer.freezeAll()
-        buffer.lock.unlock()
         guard !memtables.isEmpty else { return }
         _ = try merge(memtables, background: false)
-        buffer.lock.lock()
         finish(memtables)
-        buffer.lock.unlock()
     }
 
     /// Writes the newest entry of each id in `memtables` into the table, range by range, then
@@ -274,14 +231,9 @@ final class Merger: @unchecked Sendable {
     private func merge(_ memtables: [Memtable], background: Bool) throws(StoreError) -> Bool {
         // Asked under the lock: the sorter thread publishes too. One it is sorting right now is
         // sorted here as well; the first to publish wins, and both orders are the same.
-        buffer.lock.lock()
-        let unsorted = memtables.filter { $0.sortedLatest == nil }
-        buffer.lock.unlock()
-        for memtable in unsorted {
+        for memtable in buffer.unsorted(memtables) {
             let sorted = try step(background: background) { _ in memtable.makeSortedLatest() }
-            buffer.lock.lock()
-            memtable.publish(sortedLatest: sorted)
-            buffer.lock.unlock()
+            buffer.publish(sortedLatest: sorted, of: memtable)
         }
         var cursor = MergeCursor(memtables)
         var rows = 0
@@ -362,11 +314,7 @@ final class Merger: @unchecked Sendable {
     /// Rows of `recent` one statement appends.
     static let recencyRowsPerStatement = 64
 
-    private var flushIsPending: Bool {
-        buffer.lock.lock()
-        defer { buffer.lock.unlock() }
-        return buffer.clearedAt != nil
-    }
+    private var flushIsPending: Bool { buffer.pendingClear != nil }
 
     /// Writes the next `rowsPerRange` rows from `start` in one transaction; returns where the
     /// next range starts, how many rows this one wrote, and which of them were upserts (for
@@ -415,11 +363,7 @@ final class Merger: @unchecked Sendable {
     private func takeNewest(_ count: Int, from cursor: inout MergeCursor) {
         newestTaken.removeAll(keepingCapacity: true)
         while newestTaken.count < count, let entry = cursor.next() { newestTaken.append(entry) }
-        buffer.lock.lock()
-        defer { buffer.lock.unlock() }
-        for entry in newestTaken { buffer.prefetch(indexHash: buffer.indexHash(entry.userId)) }
-        let buffer = self.buffer
-        newestTaken.removeAll { buffer.newest($0.userId)?.base != $0.base }
+        buffer.keepNewest(&newestTaken)
     }
 
     private func writePending() throws(StoreError) {

@@ -55,15 +55,14 @@ final class SQLiteProfileReader: ProfileReader {
     static let cacheKibibytes = 16 * 1024
 
     func lookup<R>(_ userId: UnsafeRawBufferPointer, _ body: (ProfileRow?) throws -> R) throws -> R {
-        buffer.lock.lock()
-        if let entry = buffer.newest(userId) {
-            defer { buffer.lock.unlock() }
-            return try body(entry.row)
+        let epoch: Int
+        switch try buffer.lookUp(userId, { entry in try body(entry.row) }) {
+        case .found(let result):
+            return result
+        case .notHere(let tableCleared, let dropEpoch):
+            if tableCleared { return try body(nil) }
+            epoch = dropEpoch
         }
-        let cleared = buffer.clearedAt != nil
-        let epoch = buffer.dropEpoch.load(ordering: .acquiring)
-        buffer.lock.unlock()
-        if cleared { return try body(nil) }
         try renewSnapshot(ifOlderThan: epoch)
         defer { lookupStatement.reset() }
         return try body(try selectRow(userId))
@@ -124,20 +123,18 @@ final class SQLiteProfileReader: ProfileReader {
     /// Runs `body` with the buffer's lock held and a snapshot of the table begun under it, so
     /// that no merge moves writes between the two meanwhile. Ends any open transaction: later
     /// lookups read with snapshots of their own until the next `beginRead`.
-    private func withConsistentView(_ body: () throws -> Void) throws {
+    private func withConsistentView(_ body: (WriteBufferContents) throws -> Void) throws {
         endRead()
-        buffer.lock.lock()
-        defer {
-            endRead()
-            buffer.lock.unlock()
+        try buffer.withContents { contents in
+            defer { endRead() }
+            try beginTransaction()
+            try body(contents)
         }
-        try beginTransaction()
-        try body()
     }
 
     func recent(limit: Int, _ each: (ProfileRow) throws -> Void) throws {
         guard limit > 0 else { return }
-        try withConsistentView {
+        try withConsistentView { buffer in
             var given = 0
             // Newest first: the buffer's memtables backwards, each entry that is its id's newest.
             for memtable in buffer.memtables.reversed() {
@@ -149,7 +146,7 @@ final class SQLiteProfileReader: ProfileReader {
                     if given == limit { return }
                 }
             }
-            guard buffer.clearedAt == nil else { return }
+            guard !buffer.tableCleared else { return }
             // Then the table, skipping ids the buffer has a newer write (or removal) for.
             let statement = recentStatement
             defer { statement.reset() }
@@ -165,11 +162,11 @@ final class SQLiteProfileReader: ProfileReader {
 
     func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) throws -> Void) throws {
         guard limit > 0 else { return }
-        try withConsistentView {
-            let candidates = bufferedProfiles(after: after, limit: limit)
+        try withConsistentView { buffer in
+            let candidates = bufferedProfiles(buffer, after: after, limit: limit)
             var next = 0
             var given = 0
-            if buffer.clearedAt == nil {
+            if !buffer.tableCleared {
                 let statement = scanStatement
                 defer { statement.reset() }
                 try statement.bind(1, after)
@@ -198,14 +195,13 @@ final class SQLiteProfileReader: ProfileReader {
     /// Up to `limit` of the buffer's profiles (newest entries that are not removals) whose ids
     /// sort after `after`, in id order. Sorted memtables are walked together, smallest id
     /// first, until `limit` are found; an unsorted one (the active memtable, or one frozen so
-    /// recently that the merger has not sorted it yet) gives its smallest in one pass. Buffer's
-    /// lock held.
-    private func bufferedProfiles(after: UnsafeRawBufferPointer, limit: Int) -> [MemtableEntry] {
+    /// recently that the merger has not sorted it yet) gives its smallest in one pass.
+    private func bufferedProfiles(_ buffer: WriteBufferContents, after: UnsafeRawBufferPointer, limit: Int) -> [MemtableEntry] {
         var found: [MemtableEntry] = []
         var walks: [(memtable: Memtable, sorted: [UInt32], position: Int)] = []
         for memtable in buffer.memtables {
             guard let sorted = memtable.sortedLatest else {
-                found += smallest(limit, of: memtable, after: after)
+                found += smallest(limit, of: memtable, after: after, in: buffer)
                 continue
             }
             // The first id past `after`, by binary search.
@@ -243,7 +239,8 @@ final class SQLiteProfileReader: ProfileReader {
 
     /// The `limit` smallest ids past `after` among an unsorted memtable's newest profiles, in
     /// no order: one pass with a bounded max-heap, so most entries cost two comparisons.
-    private func smallest(_ limit: Int, of memtable: Memtable, after: UnsafeRawBufferPointer) -> [MemtableEntry] {
+    private func smallest(_ limit: Int, of memtable: Memtable, after: UnsafeRawBufferPointer,
+                          in buffer: WriteBufferContents) -> [MemtableEntry] {
         var heap: [MemtableEntry] = []
         heap.reserveCapacity(limit)
         func larger(_ a: Int, _ b: Int) -> Bool { compareIds(heap[a].userId, heap[b].userId) > 0 }

@@ -74,12 +74,7 @@ public final class SQLiteProfileStore: LocalProfileStore {
         let merger = try Merger(file: file, buffer: buffer, log: nil, cacheKibibytes: writerCacheKibibytes) { _, _ in }
         let buffer = self.buffer
         let replayed = try WriteLogReader.replay(file, mergedThrough: mergedThrough) { (record) throws(StoreError) in
-            buffer.prepareIndex(forAdding: 1)
-            buffer.lock.lock()
-            buffer.apply(record)
-            let full = buffer.bytes >= buffer.limitBytes
-            buffer.lock.unlock()
-            if full { try merger.mergeEverything() }
+            if buffer.replay(record) { try merger.mergeEverything() }
         }
         try merger.mergeEverything()
         for number in replayed.segments { unlink(WriteLogFile.segmentPath(of: file.path, number: number)) }

@@ -68,10 +68,7 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
 
     var statistics: WritePathStatistics {
         var statistics = WritePathStatistics()
-        buffer.lock.lock()
-        statistics.unmergedWrites = buffer.entries
-        statistics.bufferBytes = buffer.bytes
-        buffer.lock.unlock()
+        (statistics.unmergedWrites, statistics.bufferBytes) = buffer.occupancy
         statistics.bufferLimitBytes = buffer.limitBytes
         statistics.delayedCommits = delayedCommits.load(ordering: .relaxed)
         statistics.delayNanoseconds = delayNanos.load(ordering: .relaxed)
@@ -85,8 +82,6 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
     var writeRefusal: WriteRefusal? {
         if let refusal = commitRefusal.withLock({ $0 }) { return refusal }
         if let error = log.syncer?.failure { return WriteRefusal(log.syncFailure(error)) }
-        buffer.lock.lock()
-        defer { buffer.lock.unlock() }
         guard let failure = merger.lastFailure else { return nil }
         return WriteRefusal(label: "merge_failing", reason: "merging the write log into the table fails: \(failure)")
     }
@@ -97,10 +92,8 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
         if let sorterThread { pthread_join(sorterThread, nil) }
         mergerThread = nil
         sorterThread = nil
-        buffer.lock.lock()
-        let left = buffer.entries
+        let left = buffer.occupancy.entries
         let failure = merger.lastFailure
-        buffer.lock.unlock()
         // What the merger could not merge stays in the log for the next open to merge.
         guard left == 0 else {
             throw StoreError(kind: .other, resultCode: 1, message: "\(left) writes were left unmerged: \(failure ?? "")",
@@ -196,31 +189,20 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
     /// Starts loading the buffer's index slots that the commit's lookups read first, all of
     /// them before the first lookup, so that their memory misses overlap.
     private func prefetchIndexSlots(_ units: [any WriteUnit]) {
-        buffer.lock.lock()
-        defer { buffer.lock.unlock() }
-        for unit in units {
-            for index in 0..<unit.operationCount {
-                if let userId = unit.operation(at: index).userId { buffer.prefetch(indexHash: buffer.indexHash(userId)) }
+        buffer.prefetchIndexSlots { prefetch in
+            for unit in units {
+                for index in 0..<unit.operationCount {
+                    if let userId = unit.operation(at: index).userId { prefetch(userId) }
+                }
             }
         }
     }
 
     /// Puts the frame's operations into the buffer, where reads find them from now on.
     private func publishFrame() {
-        buffer.prepareIndex(forAdding: frame.operationCount)
-        let now = monotonicNanos()
-        buffer.lock.lock()
-        var sequence = frame.firstSequence
-        var froze = false
-        frame.forEachOperation { kind, userId, name, portraitUri in
-            froze = buffer.apply(kind, sequence: sequence, userId: userId, name: name, portraitUri: portraitUri,
-                                 now: now) || froze
-            sequence += 1
-        }
-        let wakeMerger = froze || buffer.isUrgent || buffer.clearedAt != nil
-            || buffer.bytes * Merger.startShare >= buffer.limitBytes
-        buffer.lock.unlock()
-        if wakeMerger { buffer.lock.broadcast() }
+        let frame = self.frame
+        let froze = buffer.appendCommitted(count: frame.operationCount, firstSequence: frame.firstSequence,
+                                           now: monotonicNanos()) { apply in frame.forEachOperation(apply) }
         if froze { merger.memtableFroze() }
     }
 
@@ -330,16 +312,17 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
             return found(name, portraitUri)
         }
         if overlay.isCleared { return Current(state: .absent) }
-        buffer.lock.lock()
-        if let entry = buffer.newest(userId) {
-            defer { buffer.lock.unlock() }
+        let epoch: Int
+        switch buffer.lookUp(userId, { entry in
             guard let row = entry.row else { return Current(state: .absent) }
             return values ? copied(row) : found(row.name, row.portraitUri)
+        }) {
+        case .found(let current):
+            return current
+        case .notHere(let tableCleared, let dropEpoch):
+            if tableCleared { return Current(state: .absent) }
+            epoch = dropEpoch
         }
-        let cleared = buffer.clearedAt != nil
-        let epoch = buffer.dropEpoch.load(ordering: .acquiring)
-        buffer.lock.unlock()
-        if cleared { return Current(state: .absent) }
         switch knownProfile(userId) {
         case .absent:
             return Current(state: .absent)
@@ -387,16 +370,11 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
             if nanos > 0 { usleep(useconds_t(nanos / 1000)) }
             return nil
         }
-        buffer.lock.lock()
-        defer { buffer.lock.unlock() }
-        while buffer.bytes >= limit {
+        guard buffer.waitForRoom(until: started + fullBufferTimeoutNanos) else {
             let waited = monotonicNanos() - started
-            guard waited < fullBufferTimeoutNanos else {
-                let why = merger.lastFailure.map { "merging it into the table fails: \($0)" } ?? "merging cannot keep up"
-                let message = "the write buffer stayed full for \(waited / 1_000_000) ms: \(why)"
-                return StoreError(kind: .busy, resultCode: 5, message: message, path: file.path, clientReason: message)
-            }
-            buffer.lock.wait(forNanos: min(fullBufferTimeoutNanos - waited, 100_000_000))
+            let why = merger.lastFailure.map { "merging it into the table fails: \($0)" } ?? "merging cannot keep up"
+            let message = "the write buffer stayed full for \(waited / 1_000_000) ms: \(why)"
+            return StoreError(kind: .busy, resultCode: 5, message: message, path: file.path, clientReason: message)
         }
         return nil
     }

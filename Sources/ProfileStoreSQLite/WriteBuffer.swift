@@ -18,15 +18,16 @@ import WireBytes
 /// memtable are stale, lookups pass over them, and the write path builds the index afresh
 /// without them, outside the lock, once they take too much of it (`prepareIndex`).
 ///
-/// Threading: thread-safe through `lock`, which every method below needs held unless it says
-/// otherwise. The write path appends (the only thread that changes the index), the merger
-/// freezes and drops, readers read; `lock`'s condition wakes the merger for work and the
-/// write path when room comes back.
+/// Threading: a monitor; any thread may call any method not marked otherwise. Its lock is its
+/// own: every method takes it for as long as it needs and no longer, and the compound reads a
+/// SCAN or RECENT make run inside `withContents`. The write path appends (the only thread that
+/// changes the index), the merger freezes and drops, readers look up; the lock's condition
+/// wakes the merger for work and the write path when room comes back.
 final class WriteBuffer: @unchecked Sendable {
-    let lock = ConditionLock()
+    private let lock = ConditionLock()
     /// Oldest first. Serials are consecutive, so an index reference finds its memtable by
     /// subtraction.
-    private(set) var memtables: [Memtable] = []
+    fileprivate private(set) var memtables: [Memtable] = []
     /// Each of `memtables`' chunk table and index slot count, in the same order, where the
     /// index resolves references without touching the memtable objects, which every lookup
     /// would otherwise retain and release.
@@ -45,13 +46,13 @@ final class WriteBuffer: @unchecked Sendable {
     /// Ids the write path has made room for in the index (`prepareIndex`) and not appended yet.
     private var reservedSlots = 0
     /// The sequence of a FLUSHALL whose emptying of the table has not committed yet.
-    private(set) var clearedAt: Int64?
+    fileprivate private(set) var clearedAt: Int64?
     /// Bumped, with the lock held, whenever what the table holds changes in a way a reader of
     /// an older snapshot must not miss: memtables dropped after their merge, the table emptied.
     let dropEpoch = Atomic<Int>(0)
     /// Memory the memtables and the index hold, and how much they may; `bytes` is kept current
     /// in `currentBytes` for threads that read it without the lock.
-    private(set) var bytes = 0 {
+    private var bytes = 0 {
         didSet { currentBytes.store(bytes, ordering: .relaxed) }
     }
     let currentBytes = Atomic<Int>(0)
@@ -62,7 +63,10 @@ final class WriteBuffer: @unchecked Sendable {
     private let urgent = Atomic<Bool>(false)
     private var stopRequested = false
     /// Entries in the memtables, superseded ones included: writes the table does not have yet.
-    private(set) var entries = 0
+    private var entries = 0
+    /// A merge starts at once when the buffer holds `1 / mergeStartShare` of its limit
+    /// (`wantsMerge`); before, small merges would cost more per row.
+    static let mergeStartShare = 32
 
     init(limitBytes: Int, hasher: KeyHasher = KeyHasher(seed: UInt64.random(in: .min ... .max))) {
         self.limitBytes = limitBytes
@@ -77,9 +81,8 @@ final class WriteBuffer: @unchecked Sendable {
     /// Any thread, without the lock.
     var isUrgent: Bool { urgent.load(ordering: .relaxed) }
 
-    /// Recomputes `isUrgent` after a change to what it depends on; `stopping` once a stop is asked.
-    func noteUrgency(stopping: Bool = false) {
-        if stopping { stopRequested = true }
+    /// Recomputes `isUrgent` after a change to what it depends on. Lock held.
+    private func noteUrgency() {
         urgent.store(stopRequested || clearedAt != nil || 2 * bytes >= limitBytes, ordering: .relaxed)
     }
 
@@ -91,26 +94,96 @@ final class WriteBuffer: @unchecked Sendable {
                       chunkShift: chunkShift)
     }
 
-    /// The newest entry for `userId`, or nil when the buffer has none.
-    func newest(_ userId: UnsafeRawBufferPointer) -> MemtableEntry? {
+    /// What the buffer knows of an id (`lookUp`).
+    enum Lookup<R> {
+        /// Its newest entry, as the lookup's `found` made it into a result.
+        case found(R)
+        /// No entry: the table has all there is, or nothing at all while a FLUSHALL waits to
+        /// be carried out (`tableCleared`); a snapshot of the table read for it must be at
+        /// least as new as `dropEpoch`.
+        case notHere(tableCleared: Bool, dropEpoch: Int)
+    }
+
+    /// Looks `userId` up: its newest entry is handed to `found` under the lock, and is valid
+    /// only there.
+    func lookUp<R>(_ userId: UnsafeRawBufferPointer, _ found: (MemtableEntry) throws -> R) rethrows -> Lookup<R> {
+        lock.lock()
+        defer { lock.unlock() }
+        if let entry = newest(userId) { return .found(try found(entry)) }
+        return .notHere(tableCleared: clearedAt != nil, dropEpoch: dropEpoch.load(ordering: .acquiring))
+    }
+
+    /// Runs `body` with the buffer's contents under the lock, so that nothing is appended,
+    /// merged or dropped meanwhile: for a SCAN or RECENT, which merge them with the table.
+    func withContents<R>(_ body: (WriteBufferContents) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(WriteBufferContents(buffer: self))
+    }
+
+    /// Entries not merged yet (superseded ones included), and the memory the buffer holds.
+    var occupancy: (entries: Int, bytes: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        return (entries, bytes)
+    }
+
+    /// Waits until the buffer is below its limit, or `deadline` (`monotonicNanos`) has passed;
+    /// returns whether it is.
+    func waitForRoom(until deadline: Int) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        while bytes >= limitBytes {
+            let now = monotonicNanos()
+            guard now < deadline else { return false }
+            lock.wait(forNanos: min(deadline - now, 100_000_000))
+        }
+        return true
+    }
+
+    /// The newest entry for `userId`, or nil when the buffer has none. Lock held.
+    fileprivate func newest(_ userId: UnsafeRawBufferPointer) -> MemtableEntry? {
         let resolver = self.resolver
         return index.reference(of: userId, hash: index.hash(of: userId), resolver: resolver).map(resolver.entry)
     }
 
-    /// What the index hashes `userId` to. Any thread: the hash needs no lock.
-    func indexHash(_ userId: UnsafeRawBufferPointer) -> UInt64 { index.hash(of: userId) }
-
-    /// Starts loading the index slot a lookup of `hash` reads first.
-    func prefetch(indexHash hash: UInt64) { index.prefetch(hash) }
-
-    /// Whether `entry` (at `offset` in `memtable`) is the newest entry of its id.
+    /// Whether `entry` (at `offset` in `memtable`) is the newest entry of its id. Lock held.
     @inline(__always)
-    func isNewest(_ entry: MemtableEntry, at offset: UInt32, in memtable: Memtable) -> Bool {
+    fileprivate func isNewest(_ entry: MemtableEntry, at offset: UInt32, in memtable: Memtable) -> Bool {
         index.reference(of: entry.userId, hash: index.hash(of: entry.userId), resolver: resolver)
             == EntryIndex.reference(memtable.serial, offset)
     }
 
     // MARK: Writing
+
+    /// Starts loading the index slots that the lookups of the ids `visit` names read first, so
+    /// that a commit's memory misses overlap.
+    func prefetchIndexSlots(_ visit: ((UnsafeRawBufferPointer) -> Void) -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        visit { index.prefetch(index.hash(of: $0)) }
+    }
+
+    /// Appends a committed frame's `count` operations, which `operations` hands to the given
+    /// function in order, numbered from `firstSequence`: from now on reads find them. Wakes
+    /// the merger when there is work for it. Returns whether a memtable froze (for the
+    /// merger's sorter). The write path's thread only (see `prepareIndex`).
+    func appendCommitted(count: Int, firstSequence: Int64, now: Int,
+                         _ operations: ((WriteLogFile.OperationKind, UnsafeRawBufferPointer, UnsafeRawBufferPointer,
+                                         UnsafeRawBufferPointer) -> Void) -> Void) -> Bool {
+        prepareIndex(forAdding: count)
+        lock.lock()
+        var sequence = firstSequence
+        var froze = false
+        operations { kind, userId, name, portraitUri in
+            froze = apply(kind, sequence: sequence, userId: userId, name: name, portraitUri: portraitUri, now: now) || froze
+            sequence += 1
+        }
+        let wakeMerger = froze || clearedAt != nil || wantsMerge
+        lock.unlock()
+        if wakeMerger { lock.broadcast() }
+        return froze
+    }
 
     /// Makes sure the index can take `count` more ids without growing under the lock: when it
     /// would pass three quarters full, or stale slots fill a quarter of it, a new one is built
@@ -148,9 +221,8 @@ final class WriteBuffer: @unchecked Sendable {
 
     /// Applies one logged operation: an upsert or removal becomes its id's newest entry; a
     /// FLUSHALL forgets everything before it. Returns whether a memtable was frozen to make
-    /// room (the merger sorts it for SCAN).
-    @discardableResult
-    func apply(_ kind: WriteLogFile.OperationKind, sequence: Int64, userId: UnsafeRawBufferPointer,
+    /// room (the merger sorts it for SCAN). Lock held.
+    private func apply(_ kind: WriteLogFile.OperationKind, sequence: Int64, userId: UnsafeRawBufferPointer,
                name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer, now: Int) -> Bool {
         switch kind {
         case .put:
@@ -164,11 +236,15 @@ final class WriteBuffer: @unchecked Sendable {
         }
     }
 
-    /// Applies an operation read back from the log at open (a single thread; no lock needed
-    /// beyond what `apply` takes for its callers).
-    func apply(_ record: LogRecord) {
+    /// Applies an operation read back from the log at open; returns whether the buffer is
+    /// full now (the caller merges it before reading on).
+    func replay(_ record: LogRecord) -> Bool {
+        prepareIndex(forAdding: 1)
+        lock.lock()
+        defer { lock.unlock() }
         _ = apply(record.kind, sequence: record.sequence, userId: record.userId, name: record.name,
                   portraitUri: record.portraitUri, now: monotonicNanos())
+        return bytes >= limitBytes
     }
 
     /// Appends committed writes to the active memtable, starting one when there is none or
@@ -217,8 +293,8 @@ final class WriteBuffer: @unchecked Sendable {
     }
 
     /// FLUSHALL at `sequence`: forgets every entry; the table counts as empty until the
-    /// merger has emptied it (`tableEmptied`).
-    func clear(at sequence: Int64) {
+    /// merger has emptied it (`tableEmptied`). Lock held.
+    private func clear(at sequence: Int64) {
         for memtable in memtables { memtable.isFrozen = true }
         live.deinitialize(count: memtables.count)
         memtables.removeAll()
@@ -235,6 +311,8 @@ final class WriteBuffer: @unchecked Sendable {
 
     /// The merger emptied the table for the FLUSHALL at `sequence`.
     func tableEmptied(at sequence: Int64) {
+        lock.lock()
+        defer { lock.unlock() }
         if clearedAt == sequence { clearedAt = nil }
         dropEpoch.add(1, ordering: .releasing)
         noteUrgency()
@@ -242,20 +320,108 @@ final class WriteBuffer: @unchecked Sendable {
 
     // MARK: Merging
 
-    /// The oldest frozen memtable not yet sorted by id, if any.
-    var unsortedFrozen: Memtable? { memtables.first { $0.isFrozen && $0.sortedLatest == nil } }
+    /// What the merger is to do next (`waitForMergeWork`).
+    enum MergeWork {
+        /// Empty the table for the FLUSHALL at this sequence, then `tableEmptied`.
+        case emptyTable(through: Int64)
+        /// Merge these memtables, every one of the buffer's, now frozen; then `dropMerged`.
+        case merge([Memtable])
+        /// A stop was asked and nothing is left to do (or `givingUp`).
+        case stop
+    }
 
-    /// Freezes the active memtable and returns every memtable, for a merge.
+    /// Waits until there is work for the merger: a FLUSHALL to carry out; enough to merge
+    /// (`wantsMerge`), an entry that has waited `maximumWaitNanos`, or anything at all once a
+    /// stop is asked; else `.stop` once one is. `givingUp`: merges keep failing, and a stop, once
+    /// asked, need not wait for them.
+    func waitForMergeWork(givingUp: Bool, maximumWaitNanos: Int) -> MergeWork {
+        lock.lock()
+        defer { lock.unlock() }
+        while true {
+            if stopRequested && givingUp { return .stop }
+            if let sequence = clearedAt { return .emptyTable(through: sequence) }
+            if let oldest = memtables.first?.firstAppendNanos,
+               stopRequested || wantsMerge || monotonicNanos() - oldest >= maximumWaitNanos {
+                memtables.last?.isFrozen = true
+                return .merge(memtables)
+            }
+            if stopRequested { return .stop }
+            lock.wait(forNanos: 100_000_000)
+        }
+    }
+
+    /// Whether a merge should start without waiting: the buffer is urgent, or holds its share.
+    /// Lock held.
+    private var wantsMerge: Bool { isUrgent || bytes * Self.mergeStartShare >= limitBytes }
+
+    /// Every memtable, the active one frozen first, for a merge on the calling thread.
     func freezeAll() -> [Memtable] {
+        lock.lock()
+        defer { lock.unlock() }
         memtables.last?.isFrozen = true
         return memtables
     }
 
+    /// Asks the merger to merge what is left and stop (`waitForMergeWork`); writes meanwhile
+    /// are urgent.
+    func requestStop() {
+        lock.lock()
+        stopRequested = true
+        noteUrgency()
+        lock.unlock()
+        lock.broadcast()
+    }
+
+    /// The sequence of a FLUSHALL that waits for the table to be emptied, if one does.
+    var pendingClear: Int64? {
+        lock.lock()
+        defer { lock.unlock() }
+        return clearedAt
+    }
+
+    /// The oldest frozen memtable not yet sorted by id, if any.
+    func oldestUnsortedFrozen() -> Memtable? {
+        lock.lock()
+        defer { lock.unlock() }
+        return memtables.first { $0.isFrozen && $0.sortedLatest == nil }
+    }
+
+    /// Those of `memtables` not yet sorted by id.
+    func unsorted(_ memtables: [Memtable]) -> [Memtable] {
+        lock.lock()
+        defer { lock.unlock() }
+        return memtables.filter { $0.sortedLatest == nil }
+    }
+
+    /// Gives `memtable` its entries sorted by id, for SCAN and merges; the first of two
+    /// threads sorting the same one wins, and both orders are the same.
+    func publish(sortedLatest sorted: [UInt32], of memtable: Memtable) {
+        lock.lock()
+        defer { lock.unlock() }
+        memtable.publish(sortedLatest: sorted)
+    }
+
+    /// Removes from `entries` every one that is no longer the newest of its id.
+    func keepNewest(_ entries: inout [MemtableEntry]) {
+        lock.lock()
+        defer { lock.unlock() }
+        for entry in entries { index.prefetch(index.hash(of: entry.userId)) }
+        entries.removeAll { newest($0.userId)?.base != $0.base }
+    }
+
     /// Forgets memtables whose merge has committed (the oldest ones; any already gone, after
-    /// a FLUSHALL, are skipped), and tells readers to renew their snapshots of the table. Their
-    /// index slots go stale at once; their memory goes with the last reference to them, which
-    /// the caller holds until it lets go of the lock.
-    func drop(_ merged: [Memtable]) {
+    /// a FLUSHALL, are skipped), tells readers to renew their snapshots of the table, and
+    /// wakes writers waiting for room. Their index slots go stale at once; their memory goes
+    /// with the last reference to them.
+    func dropMerged(_ merged: [Memtable]) {
+        lock.lock()
+        drop(merged)
+        lock.unlock()
+        lock.broadcast()
+    }
+
+    /// `dropMerged`'s work; lock held.
+    private func drop(_ merged: [Memtable]) {
         guard let last = merged.last, let first = memtables.first,
               last.serial &- first.serial < UInt32(memtables.count) else { return }
         let count = Int(last.serial &- first.serial) + 1
@@ -286,9 +452,25 @@ final class WriteBuffer: @unchecked Sendable {
         index = empty
         staleSlots = 0
     }
+}
 
-    /// When the oldest entry still waiting was committed, or nil when none waits.
-    var oldestAppendNanos: Int? { memtables.first.map(\.firstAppendNanos) }
+/// The buffer's contents while `WriteBuffer.withContents` holds its lock: valid only in that
+/// body, on its thread.
+struct WriteBufferContents {
+    fileprivate unowned(unsafe) let buffer: WriteBuffer
+
+    /// Oldest first; the last may still take entries, once the lock is let go.
+    var memtables: [Memtable] { buffer.memtables }
+    /// Whether a FLUSHALL waits to be carried out: the table counts as empty.
+    var tableCleared: Bool { buffer.clearedAt != nil }
+
+    /// The newest entry for `userId`, or nil when the buffer has none.
+    func newest(_ userId: UnsafeRawBufferPointer) -> MemtableEntry? { buffer.newest(userId) }
+
+    /// Whether `entry` (at `offset` in `memtable`) is the newest entry of its id.
+    func isNewest(_ entry: MemtableEntry, at offset: UInt32, in memtable: Memtable) -> Bool {
+        buffer.isNewest(entry, at: offset, in: memtable)
+    }
 }
 
 /// A live memtable as the index sees it: where its chunks are, and how many index slots

@@ -409,9 +409,7 @@ import Testing
             }
         }
         func memtables() -> [Memtable] {
-            buffer.lock.lock()
-            defer { buffer.lock.unlock() }
-            return buffer.memtables
+            buffer.withContents { $0.memtables }
         }
         // A second later a merge starts, freezes the memtable, and waits for the lock.
         write(0..<1000)
@@ -419,10 +417,7 @@ import Testing
         write(1000..<75_000)
         #expect(memtables().count >= 5)
         #expect(eventually {
-            let all = memtables()
-            buffer.lock.lock()
-            defer { buffer.lock.unlock() }
-            return all.dropLast().allSatisfy { $0.sortedLatest != nil }
+            buffer.withContents { $0.memtables.dropLast().allSatisfy { $0.sortedLatest != nil } }
         }, "a full memtable stayed unsorted while the merge waited")
         #expect(sqlite3_exec(blocker, "ROLLBACK", nil, nil, nil) == SQLITE_OK)
         #expect(eventually { writes.statistics.unmergedWrites == 0 })
@@ -455,9 +450,10 @@ import Testing
         let inSorted = (0..<30).map { "t\($0 * 2 + 1)" } + ["t0"]
         try writes.commit(TestUnit(inSorted.map { .put($0, "sorted", "") }))
         #expect(eventually {
-            buffer.lock.lock()
-            defer { buffer.lock.unlock() }
-            return buffer.memtables.count == 1 && buffer.memtables[0].isFrozen && buffer.memtables[0].sortedLatest != nil
+            buffer.withContents { contents in
+                let memtables = contents.memtables
+                return memtables.count == 1 && memtables[0].isFrozen && memtables[0].sortedLatest != nil
+            }
         }, "the memtable was not frozen and sorted")
         let inActive = ["t15a", "t3a", "t44a", "t1"]
         try writes.commit(TestUnit(inActive.map { .put($0, "active", "") }))
