@@ -410,11 +410,11 @@ final class LineFront {
     func writeStatistics(_ connection: Connection) {
         processor.context.workerStatistics[processor.index].publish(processor.counters)
         let snapshot = processor.context.snapshot()
-        // The one value that is not a number, so only a node over PostgreSQL has it
+        // The one value that is not a number, which only a node over a shared store gives
         // (docs/CLUSTER.md): a single node's STATS stays all numbers, as PROTOCOL.md promises.
-        if processor.context.shared != nil {
-            processor.reserve(ReplyEncoder.statLineCount(name: "store_kind", text: snapshot.storeKind), connection)
-            processor.out.count += ReplyEncoder.writeStatLine(name: "store_kind", text: snapshot.storeKind, to: processor.out.end)
+        if let kind = snapshot.storeKindInStats {
+            processor.reserve(ReplyEncoder.statLineCount(name: "store_kind", text: kind), connection)
+            processor.out.count += ReplyEncoder.writeStatLine(name: "store_kind", text: kind, to: processor.out.end)
         }
         for (name, value) in snapshot.values {
             processor.reserve(ReplyEncoder.statLineCount(name: name, value: UInt64(clamping: value)), connection)

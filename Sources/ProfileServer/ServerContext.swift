@@ -81,8 +81,10 @@ extension ServerContext {
 
 /// STATS at one moment: what the STATS command prints and /metrics exposes, by the same names.
 struct StatisticsSnapshot {
-    /// `sqlite` or `postgres`: STATS prints it first; /metrics as a label.
+    /// `sqlite` or `postgres`: /metrics gives it as a label.
     var storeKind: StaticString
+    /// What STATS prints first as `store_kind`, if anything (`ProfileStore.kindInStats`).
+    var storeKindInStats: StaticString?
     var values: [(name: StaticString, value: Int)]
     /// A shared store's invalidation lag (empty for a store of the server's own).
     var shared: SharedStoreStatistics
@@ -106,7 +108,7 @@ extension ServerContext {
         let cache = self.cache.statistics
         let writes = writePath.statistics
         let sharedStatistics = shared?.sharedStatistics ?? SharedStoreStatistics()
-        return StatisticsSnapshot(storeKind: store.kindName, values: [
+        return StatisticsSnapshot(storeKind: store.kindName, storeKindInStats: store.kindInStats, values: [
             ("uptime_seconds", statistics.uptimeSeconds),
             ("curr_connections", statistics.currentConnections.load(ordering: .relaxed)),
             ("total_connections", statistics.totalConnections.load(ordering: .relaxed)),

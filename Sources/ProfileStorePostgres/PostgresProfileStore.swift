@@ -138,6 +138,8 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
 
     public var kindName: StaticString { "postgres" }
 
+    public var kindInStats: StaticString? { kindName }
+
     public var unreachableReason: String? {
         reachable.load(ordering: .relaxed) ? nil : Self.unreachable
     }
