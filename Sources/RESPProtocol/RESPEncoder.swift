@@ -98,7 +98,9 @@ public enum RESPEncoder {
 
     /// Writes `value` as the bulk string `$<length>\r\n<value>\r\n` at `out`, which must have
     /// room for `bulkStringCount(length: value.count)` bytes; returns the bytes written.
-    @inlinable
+    /// Inlined: it writes most of a cached HGETALL's reply, where the calls for its header and
+    /// its value cost about 60 of the request's 1,590 instructions.
+    @inlinable @inline(__always)
     public static func writeBulkString(_ value: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) -> Int {
         var n = writeHeader(UInt8(ascii: "$"), UInt64(value.count), to: out)
         n += copyBytes(value, to: out + n)
@@ -139,7 +141,7 @@ public enum RESPEncoder {
     }
 
     /// Writes `<type><value>\r\n`.
-    @inlinable
+    @inlinable @inline(__always)
     static func writeHeader(_ type: UInt8, _ value: UInt64, to out: UnsafeMutableRawPointer) -> Int {
         out.storeBytes(of: type, as: UInt8.self)
         var n = 1 + writeDecimal(value, to: out + 1)
