@@ -408,7 +408,6 @@ final class RESPFront {
     /// HGETALL, the commonest request, whose arguments need no check: its reply written from
     /// the cached entry itself, else from the store, else handed to the fetchers.
     private func getAll(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        let countersBefore = processor.counters
         // Room first, so the reply is written under the shard's lock.
         processor.reserve(respHeldReplyRoom(.hgetall, arguments.count), connection)
         let version = connection.resp.version
@@ -416,7 +415,8 @@ final class RESPFront {
         do {
             processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
         } catch let reason as NeedsFetch {
-            processor.counters = countersBefore
+            // The fetch counts the lookup, which `withProfile` counted before it threw.
+            processor.counters.getLookups -= 1
             if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
             fetch(.hgetall, arguments, connection)
         } catch {
@@ -449,7 +449,8 @@ final class RESPFront {
     /// the cached entry, under its shard's lock, so `use` must only write into room already
     /// reserved; else the store's row, once it has filled the cache. The views are valid only
     /// during `use`.
-    /// - Throws: the store's error, or `NeedsFetch`; `use` has not run then.
+    /// - Throws: the store's error, or `NeedsFetch`, having counted the lookup and nothing
+    ///   else; `use` has not run then.
     func withProfile<R>(_ key: UnsafeRawBufferPointer, _ use: (ProfileValues?) -> R) throws -> R {
         processor.counters.getLookups += 1
         guard let userId = keyspace.possibleUserId(ofKey: key) else {
