@@ -101,14 +101,7 @@ import Testing
             usleep(10_000)
         }
         #expect(stats["merged_rows"] != "0" && stats["write_log_syncs"] != "0")
-        let port = try metricsPort(server.log)
-        let parsed = try runToCompletion("/usr/bin/env", ["python3", "-c", prometheusParser, "127.0.0.1:\(port)"])
-        #expect(parsed.status == 0, "\(parsed.output)")
-        var metrics: [String: String] = [:]
-        for line in parsed.output.split(separator: "\n") {
-            let parts = line.split(separator: " ", maxSplits: 1)
-            if parts.count == 2 { metrics[String(parts[0])] = String(parts[1]) }
-        }
+        let metrics = try scrapeMetrics(metricsPort(server.log))
         let mapping = ["cmd_get": "profiled_lookups_total", "get_hits": "profiled_lookup_hits_total",
                        "get_misses": "profiled_lookup_misses_total", "cache_hits": "profiled_cache_hits_total",
                        "cache_misses": "profiled_cache_misses_total", "cmd_set": "profiled_profiles_written_total",
@@ -145,14 +138,7 @@ import Testing
         #expect(try c.call("HGET", "a", "name") == "$1\r\nn\r\n")
         for _ in 0..<2 { #expect(try c.call("HGETALL", "a") == "*2\r\n$4\r\nname\r\n$1\r\nn\r\n") }
         #expect(try c.call("PING") == "+PONG\r\n")
-        let port = try metricsPort(server.log)
-        let parsed = try runToCompletion("/usr/bin/env", ["python3", "-c", prometheusParser, "127.0.0.1:\(port)"])
-        #expect(parsed.status == 0, "\(parsed.output)")
-        var metrics: [String: String] = [:]
-        for line in parsed.output.split(separator: "\n") {
-            let parts = line.split(separator: " ", maxSplits: 1)
-            if parts.count == 2 { metrics[String(parts[0])] = String(parts[1]) }
-        }
+        let metrics = try scrapeMetrics(metricsPort(server.log))
         #expect(metrics["profiled_request_duration_seconds_count{command=get}"].flatMap { Double($0) } == 4)
         #expect(metrics["profiled_request_duration_seconds_count{command=set}"].flatMap { Double($0) } == 1)
         #expect(metrics["profiled_request_duration_seconds_count{command=ping}"].flatMap { Double($0) } == 1)
@@ -285,6 +271,19 @@ import Testing
 }
 
 /// Reads the port of the metrics listener from the log.
+/// /metrics of the server listening on `port`, parsed by the Prometheus client library's own
+/// parser (`prometheusParser`), each sample by its name and labels.
+func scrapeMetrics(_ port: UInt16) throws -> [String: String] {
+    let parsed = try runToCompletion("/usr/bin/env", ["python3", "-c", prometheusParser, "127.0.0.1:\(port)"])
+    #expect(parsed.status == 0, "\(parsed.output)")
+    var metrics: [String: String] = [:]
+    for line in parsed.output.split(separator: "\n") {
+        let parts = line.split(separator: " ", maxSplits: 1)
+        if parts.count == 2 { metrics[String(parts[0])] = String(parts[1]) }
+    }
+    return metrics
+}
+
 func metricsPort(_ log: String) throws -> UInt16 {
     for line in log.split(separator: "\n") where line.contains("msg=\"serving metrics\"") {
         if let range = line.firstRange(of: "addr=127.0.0.1:") {
