@@ -52,6 +52,7 @@ final class RESPFront {
     /// keys they read (HGETALL, HGET and the other key reads), when there are two or more.
     /// `limit` 0 only forgets what an earlier pass read ahead.
     func readAhead(_ bytes: UnsafeRawPointer, _ count: Int, limit: Int, authenticated: Bool) {
+        // At most as many as `aheadCommands` holds.
         let requests = decoder.decodeAhead(UnsafeRawBufferPointer(start: bytes, count: count),
                                            limit: min(limit, RequestProcessor.lookaheadSlots),
                                            authenticated: authenticated)
