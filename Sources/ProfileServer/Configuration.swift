@@ -35,6 +35,9 @@ public struct ServerConfiguration: Sendable {
     /// replies, queued transactions), in bytes; past it the connection holding the most is
     /// closed. 0: no limit.
     public var maxClientMemory: Int = 256 << 20
+    /// The most keys client-side caching remembers for all clients (`tracking-table-max-keys`);
+    /// past it, random keys are forgotten and their readers told they changed.
+    public var trackingTableMaxKeys: Int = 1_000_000
     /// Where to serve /metrics and /healthz over HTTP; nil leaves them off.
     public var metricsAddress: (host: String, port: UInt16)? = nil
     /// Serve them over TLS (HTTPS), with the TLS listeners' certificate and client checks.

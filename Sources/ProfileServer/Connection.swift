@@ -18,7 +18,7 @@ enum Front: Sendable {
     func makeSession(on worker: Worker, id: Int) -> any FrontSession {
         switch self {
         case .line: worker.lineSession
-        case .resp: RESPSession(id: id, inputLimit: worker.respFront.decoder.limits.receiveBufferBytes)
+        case .resp: RESPSession(id: id, inputLimit: worker.respFront.decoder.limits.receiveBufferBytes, tracking: worker.context.tracking)
         }
     }
 
@@ -62,6 +62,8 @@ protocol FrontSession: AnyObject {
     /// Goes on with a reply that backpressure left unfinished (an MGET's), as far as the
     /// high-water mark lets it; true when nothing is left unfinished.
     func resume(_ connection: Connection, by worker: Worker) -> Bool
+    /// The connection is now on `worker`'s loop: opened, or moved there from another worker.
+    func attached(_ connection: Connection, to worker: Worker)
     /// Drops what it holds: the connection closed.
     func release()
 }

@@ -503,6 +503,8 @@ final class LineSession: FrontSession {
         worker.lineFront.continueLookups(connection)
     }
 
+    func attached(_ connection: Connection, to worker: Worker) {}
+
     func release() {}
 }
 

@@ -62,6 +62,11 @@ let prometheusNames: [(stat: String, metric: String, type: String, help: String)
      "Lookups that bypassed the cache because no fresh heartbeat vouched for it (--postgres)."),
     ("postgres_reconnects", "profiled_postgres_reconnects_total", "counter",
      "Times the listening connection to PostgreSQL was opened again after it was lost (--postgres)."),
+    ("tracking_clients", "profiled_tracking_clients", "gauge", "RESP connections with CLIENT TRACKING on."),
+    ("tracking_keys", "profiled_tracking_keys", "gauge",
+     "Keys client-side caching remembers readers of (at most --tracking-table-max-keys)."),
+    ("tracking_invalidations_sent", "profiled_tracking_invalidations_total", "counter",
+     "Invalidation pushes made for tracking clients, flushes included."),
 ]
 
 /// /metrics and /healthz over HTTP/1.1, on the acceptor's event loop.

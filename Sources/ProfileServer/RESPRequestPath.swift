@@ -83,6 +83,7 @@ final class RESPFront {
             if processor.repliesReachHighWater(connection) { break }
             // Restored when a request must wait: the next pass decodes it again from its start.
             let resumeAt = session.decodeState
+            let cachingGiven = session.cachingGiven
             let input = UnsafeRawBufferPointer(start: bytes + used, count: count - used)
             switch decoder.decode(input, state: &session.decodeState, authenticated: connection.role > .none) {
             case .needMore:
@@ -103,6 +104,7 @@ final class RESPFront {
             case .request(let consumed):
                 guard serveRESP(connection, session) else {
                     session.decodeState = resumeAt
+                    session.cachingGiven = cachingGiven
                     return used
                 }
                 used += consumed
@@ -146,6 +148,13 @@ final class RESPFront {
             respError(connection.role == .none ? .fixed(RESPText.noAuth) : command.noPermission, connection)
             return true
         }
+        if !session.channels.isEmpty && session.version == .resp2 && !command.runsWhileSubscribed {
+            if waiting { return false }
+            session.transaction?.fail()
+            respError(RESPText.onlySubscriptionCommands(command, arguments), connection)
+            return true
+        }
+        if session.remembers != .none { rememberReads(command, arguments, session) }
         if let transaction = session.transaction {
             // Only EXEC goes to the writer; it too waits for reads in flight.
             if readsWaiting || (writesWaiting && command != .exec) { return false }
@@ -253,6 +262,9 @@ final class RESPFront {
             respError(.fixed(RESPText.nestedMulti), connection)
         case .watch:
             respError(.fixed(RESPText.watchInMulti), connection)
+        case .subscribe, .unsubscribe:
+            transaction.fail()
+            respError(.fixed(RESPText.subscribeInTransaction), connection)
         case .quit:
             session.transaction = nil
             respSimple("OK", connection)
@@ -321,6 +333,8 @@ final class RESPFront {
                 processor.counters.errors += 1
                 processor.reserve(RESPEncoder.wrongNumberOfArgumentsCount(.ping), connection)
                 processor.out.count += RESPEncoder.writeWrongNumberOfArguments(.ping, to: processor.out.end)
+            } else if !connection.resp.channels.isEmpty && connection.resp.version == .resp2 {
+                respRaw(RESPPush.subscribedPong(arguments.count == 2 ? arguments[1] : nil), connection)
             } else if arguments.count == 1 {
                 respSimple("PONG", connection)
             } else {
@@ -369,6 +383,10 @@ final class RESPFront {
             scan(arguments, connection)
         case .watch:
             respError(.fixed(RESPText.watchUnsupported), connection)
+        case .subscribe:
+            subscribe(arguments, connection)
+        case .unsubscribe:
+            unsubscribe(arguments, connection)
         case .unwatch:
             respSimple("OK", connection)
         case .exists:
@@ -569,11 +587,18 @@ final class RESPFront {
             guard RESPArgument.isClientName(name) else { return respError(.fixed(RESPText.clientName), connection) }
             session.name = name.count > 0 ? Array(name) : nil
         }
-        if let version = hello.version { session.version = version }
+        if let version = hello.version {
+            session.version = version
+            processor.context.tracking.setVersion(session.tracking, version)
+        }
         let version = session.version
-        respMapHeader(7, connection)
-        respBulk("server", connection); respBulk("profiled", connection)
+        respMapHeader(8, connection)
+        // "redis" and the Redis version whose commands profiled implements: client libraries
+        // (redis-py's client cache) decide what they may use from these two.
+        respBulk("server", connection); respBulk("redis", connection)
         respBulk("version", connection); respBulk(respCompatibleRedisVersion, connection)
+        respBulk("profiled_version", connection)
+        Array(profiledVersion.utf8).withUnsafeBytes { respBulk($0, connection) }
         respBulk("proto", connection); respInteger(version == .resp3 ? 3 : 2, connection)
         respBulk("id", connection); respInteger(session.id, connection)
         respBulk("mode", connection); respBulk("standalone", connection)
@@ -600,6 +625,19 @@ final class RESPFront {
         } else if RESPKeyword.matches(sub, "ID") {
             guard arguments.count == 2 else { return wrongCount("id") }
             respInteger(session.id, connection)
+        } else if RESPKeyword.matches(sub, "TRACKING") {
+            guard arguments.count >= 3 else { return wrongCount("tracking") }
+            clientTracking(arguments, connection)
+        } else if RESPKeyword.matches(sub, "CACHING") {
+            guard arguments.count == 3 else { return wrongCount("caching") }
+            clientCaching(arguments[2], connection)
+        } else if RESPKeyword.matches(sub, "TRACKINGINFO") {
+            guard arguments.count == 2 else { return wrongCount("trackinginfo") }
+            trackingInfo(connection)
+        } else if RESPKeyword.matches(sub, "GETREDIR") {
+            guard arguments.count == 2 else { return wrongCount("getredir") }
+            let state = processor.context.tracking.state(of: session.tracking)
+            respInteger(state.on ? state.redirect : -1, connection)
         } else if RESPKeyword.matches(sub, "SETINFO") {
             guard arguments.count == 4 else { return wrongCount("setinfo") }
             guard RESPKeyword.matches(arguments[2], "LIB-NAME") || RESPKeyword.matches(arguments[2], "LIB-VER") else {
@@ -609,6 +647,152 @@ final class RESPFront {
         } else {
             unknownSubcommand(arguments, connection)
         }
+    }
+
+    // MARK: Client-side caching
+
+    /// Remembers the keys this command reads for the connection's CLIENT TRACKING, before
+    /// they are read, as its OPTIN or OPTOUT mode and `CLIENT CACHING` say; an EXEC's, those its
+    /// queued key reads name. `CLIENT CACHING` applies to the next command (inside MULTI, to
+    /// the transaction), as in Redis: any other command but CLIENT uses it up.
+    private func rememberReads(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                               _ session: RESPSession) {
+        let remembered = switch session.remembers {
+        case .none: false
+        case .all: true
+        case .optin: session.cachingGiven
+        case .optout: !session.cachingGiven
+        }
+        if command != .client && (session.transaction == nil || command == .exec) { session.cachingGiven = false }
+        guard remembered else { return }
+        var userIds: [[UInt8]] = []
+        if let transaction = session.transaction {
+            guard command == .exec, !transaction.failed else { return }
+            for queued in transaction.commands where queued.command.readsKey || queued.command == .exists {
+                let keys = queued.command == .exists ? queued.count - 1 : 1
+                for index in queued.first + 1..<queued.first + 1 + keys {
+                    transaction.arguments[index].withUnsafeBytes { key in
+                        if let userId = keyspace.userId(ofKey: key) { userIds.append(Array(userId)) }
+                    }
+                }
+            }
+        } else {
+            guard command.readsKey || command == .exists else { return }
+            let keys = command == .exists ? arguments.count - 1 : 1
+            for index in 1...keys {
+                if let userId = keyspace.userId(ofKey: arguments[index]) { userIds.append(Array(userId)) }
+            }
+        }
+        if !userIds.isEmpty { processor.context.tracking.remember(userIds, for: session.tracking) }
+    }
+
+    /// `CLIENT TRACKING ON|OFF ...`, checked by the codec (`RESPTrackingRequest`) against what
+    /// the connection has on.
+    private func clientTracking(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        let session = connection.resp
+        let tracking = processor.context.tracking
+        let state = tracking.state(of: session.tracking)
+        let current = RESPTrackingRequest.Current(on: state.on, bcast: state.bcast, optin: session.remembers == .optin,
+                                                  optout: session.remembers == .optout, prefixes: state.prefixes)
+        switch RESPTrackingRequest.parse(arguments, current: current, clientExists: { tracking.clientExists($0) }) {
+        case .failure(let problem):
+            respError(problem, connection)
+        case .success(let request) where request.on:
+            tracking.turnOn(session.tracking, request)
+            session.remembers = request.bcast ? .none : request.optin ? .optin : request.optout ? .optout : .all
+            session.prefixBytes = tracking.state(of: session.tracking).prefixes.reduce(0) { $0 + $1.count + 48 }
+            respSimple("OK", connection)
+        case .success:
+            tracking.turnOff(session.tracking)
+            session.remembers = .none
+            session.cachingGiven = false
+            session.prefixBytes = 0
+            respSimple("OK", connection)
+        }
+    }
+
+    /// `CLIENT CACHING yes|no`, in OPTIN or OPTOUT mode respectively.
+    private func clientCaching(_ option: UnsafeRawBufferPointer, _ connection: Connection) {
+        let session = connection.resp
+        guard processor.context.tracking.state(of: session.tracking).on else {
+            return respError(.fixed(RESPText.cachingNeedsTracking), connection)
+        }
+        if RESPKeyword.matches(option, "YES") {
+            guard session.remembers == .optin else { return respError(.fixed(RESPText.cachingYesNeedsOptin), connection) }
+        } else if RESPKeyword.matches(option, "NO") {
+            guard session.remembers == .optout else { return respError(.fixed(RESPText.cachingNoNeedsOptout), connection) }
+        } else {
+            return respError(.fixed(RESPText.syntax), connection)
+        }
+        session.cachingGiven = true
+        respSimple("OK", connection)
+    }
+
+    /// `CLIENT TRACKINGINFO`: Redis's map of `flags` (a set), `redirect` and `prefixes`.
+    private func trackingInfo(_ connection: Connection) {
+        let session = connection.resp
+        let state = processor.context.tracking.state(of: session.tracking)
+        var flags: [StaticString] = [state.on ? "on" : "off"]
+        if state.bcast { flags.append("bcast") }
+        if session.remembers == .optin {
+            flags.append("optin")
+            if session.cachingGiven { flags.append("caching-yes") }
+        }
+        if session.remembers == .optout {
+            flags.append("optout")
+            if session.cachingGiven { flags.append("caching-no") }
+        }
+        if state.noloop { flags.append("noloop") }
+        if state.brokenRedirect { flags.append("broken_redirect") }
+        respMapHeader(3, connection)
+        respBulk("flags", connection)
+        respRaw(Array("\(session.version == .resp3 ? "~" : "*")\(flags.count)\r\n".utf8), connection)
+        for flag in flags { respBulk(flag, connection) }
+        respBulk("redirect", connection)
+        respInteger(state.on ? state.redirect : -1, connection)
+        respBulk("prefixes", connection)
+        respArrayHeader(state.prefixes.count, connection)
+        for prefix in state.prefixes { prefix.withUnsafeBytes { respBulk($0, connection) } }
+    }
+
+    /// `SUBSCRIBE channel ...`: any channel may be named; only `__redis__:invalidate` carries
+    /// anything, the invalidations of the clients that redirect theirs here.
+    private func subscribe(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        let session = connection.resp
+        for channel in arguments.dropFirst() {
+            if !session.channels.contains(where: { $0.elementsEqual(channel) }) {
+                session.channels.append(Array(channel))
+                if Self.isInvalidationChannel(channel) { processor.context.tracking.setSubscribed(session.tracking, true) }
+            }
+            respRaw(RESPPush.subscription("subscribe", channel: channel, count: session.channels.count, session.version), connection)
+        }
+    }
+
+    /// `UNSUBSCRIBE [channel ...]`: the channels named, or all of them.
+    private func unsubscribe(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
+        let session = connection.resp
+        let named: [[UInt8]] = arguments.count > 1 ? arguments.dropFirst().map { Array($0) } : session.channels
+        if named.isEmpty {
+            respRaw(RESPPush.subscription("unsubscribe", channel: nil, count: 0, session.version), connection)
+        }
+        for channel in named {
+            session.channels.removeAll { $0 == channel }
+            channel.withUnsafeBytes { bytes in
+                if Self.isInvalidationChannel(bytes) { processor.context.tracking.setSubscribed(session.tracking, false) }
+                respRaw(RESPPush.subscription("unsubscribe", channel: bytes, count: session.channels.count, session.version), connection)
+            }
+        }
+    }
+
+    private static func isInvalidationChannel(_ channel: UnsafeRawBufferPointer) -> Bool {
+        channel.elementsEqual(UnsafeRawBufferPointer(start: respInvalidationChannel.utf8Start,
+                                                     count: respInvalidationChannel.utf8CodeUnitCount))
+    }
+
+    func respRaw(_ bytes: [UInt8], _ connection: Connection) {
+        processor.reserve(bytes.count, connection)
+        bytes.withUnsafeBytes { processor.out.end.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        processor.out.count += bytes.count
     }
 
     private func unknownSubcommand(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {

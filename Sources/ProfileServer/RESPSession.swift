@@ -15,13 +15,42 @@ final class RESPSession: FrontSession {
     let id: Int
     /// Set between MULTI and EXEC or DISCARD.
     var transaction: RESPTransaction? = nil
+    /// What client-side caching knows of this connection, shared with the threads that report changes.
+    let tracking: TrackingClient
+    private let trackingTable: ClientTracking
+    /// Which of its key reads CLIENT TRACKING remembers.
+    var remembers = RememberedReads.none
+    /// `CLIENT CACHING yes` (OPTIN) or `no` (OPTOUT) was given for the next command.
+    var cachingGiven = false
+    /// The channels SUBSCRIBE named, in the order given; only the invalidation channel carries anything.
+    var channels: [[UInt8]] = []
+    /// BCAST prefixes' bytes, counted in the clients' memory.
+    var prefixBytes = 0
 
-    init(id: Int, inputLimit: Int) {
-        self.id = id
-        self.inputLimit = inputLimit
+    /// What CLIENT TRACKING remembers of a connection's key reads.
+    enum RememberedReads {
+        /// Nothing: tracking is off, or BCAST, which tells of every change under its prefixes.
+        case none
+        /// Every key read.
+        case all
+        /// Only the next command's, after `CLIENT CACHING yes`.
+        case optin
+        /// Every one but the next command's after `CLIENT CACHING no`.
+        case optout
     }
 
-    var heldBytes: Int { transaction?.bytes ?? 0 }
+    init(id: Int, inputLimit: Int, tracking table: ClientTracking) {
+        self.id = id
+        self.inputLimit = inputLimit
+        tracking = TrackingClient(id: id)
+        trackingTable = table
+    }
+
+    var heldBytes: Int { (transaction?.bytes ?? 0) + channels.reduce(0) { $0 + $1.count + 48 } + prefixBytes }
+
+    func attached(_ connection: Connection, to worker: Worker) {
+        trackingTable.attach(tracking, connection, to: worker)
+    }
 
     func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
         worker.respFront.serve(connection, self, bytes, count)
@@ -30,7 +59,10 @@ final class RESPSession: FrontSession {
     /// RESP replies are made whole: none is left unfinished.
     func resume(_ connection: Connection, by worker: Worker) -> Bool { true }
 
-    func release() { transaction = nil }
+    func release() {
+        transaction = nil
+        trackingTable.detach(tracking)
+    }
 }
 
 extension Connection {
@@ -96,7 +128,8 @@ extension RESPCommandName {
     /// committed together), and commands about the connection as PING.
     var verb: Verb {
         switch self {
-        case .ping, .echo, .hello, .select, .client, .command, .config, .multi, .discard, .watch, .unwatch: .ping
+        case .ping, .echo, .hello, .select, .client, .command, .config, .multi, .discard, .watch, .unwatch, .subscribe,
+             .unsubscribe: .ping
         case .auth: .auth
         case .quit: .quit
         case .info: .stats

@@ -69,10 +69,13 @@ public final class Server {
         let storeLogFields: KeyValuePairs<String, String>
         do {
             let opened = try openStore()
-            let writers = opened.writePaths.map { WriteCoordinator(cache: cache, statistics: statistics, writePath: $0) }
+            let tracking = ClientTracking(maxKeys: configuration.trackingTableMaxKeys, keyPrefix: configuration.respKeyPrefix)
+            let writers = opened.writePaths.map {
+                WriteCoordinator(cache: cache, statistics: statistics, writePath: $0, tracking: tracking)
+            }
             fetcherReaders = opened.fetcherReaders
             context = ServerContext(configuration: configuration, cache: cache, store: opened.store,
-                                    writers: writers, tokens: TokenRegistry(tokenTable), statistics: statistics,
+                                    writers: writers, tracking: tracking, tokens: TokenRegistry(tokenTable), statistics: statistics,
                                     workerCount: threads, fetcher: opened.fetcherReaders.isEmpty ? nil : FetchCoordinator())
             if let workerReader = opened.workerReader {
                 do {
@@ -175,9 +178,17 @@ public final class Server {
             }
             fetcherReaders.removeAll()
             let cache = context.cache
+            let tracking = context.tracking
             do {
-                try shared.follow(invalidate: { ids in for id in ids { cache.invalidate(id) } },
-                                  invalidateAll: { cache.removeAll() })
+                // The cache first: a client told of a change reads past it.
+                try shared.follow(invalidate: { ids in
+                                      for id in ids { cache.invalidate(id) }
+                                      tracking.changed(ids, origin: 0)
+                                  },
+                                  invalidateAll: {
+                                      cache.removeAll()
+                                      tracking.flushAll()
+                                  })
             } catch {
                 Log.error("cannot follow the shared store's changes", ["error": "\(error)"])
             }

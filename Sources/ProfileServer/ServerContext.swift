@@ -34,12 +34,15 @@ final class ServerContext: Sendable {
     let respKeyspace: RESPKeyspace
     /// The port the RESP listener got (INFO's `tcp_port`); set once it is bound.
     let respPortBound = Atomic<Int>(0)
+    /// Who read what, for client-side caching (CLIENT TRACKING).
+    let tracking: ClientTracking
 
     init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
-         writers: [WriteCoordinator], tokens: TokenRegistry,
+         writers: [WriteCoordinator], tracking: ClientTracking, tokens: TokenRegistry,
          statistics: ServerStatistics, workerCount: Int, fetcher: FetchCoordinator? = nil) {
         self.configuration = configuration
         respKeyspace = RESPKeyspace(prefix: configuration.respKeyPrefix)
+        self.tracking = tracking
         self.cache = cache
         self.store = store
         precondition(!writers.isEmpty, "a server has a writer")
@@ -149,6 +152,9 @@ extension ServerContext {
             ("invalidation_lag_sum_us", Int(sharedStatistics.invalidationLagSumSeconds * 1e6)),
             ("lease_expired_reads", leaseExpired),
             ("postgres_reconnects", sharedStatistics.reconnects),
+            ("tracking_clients", tracking.clientCount),
+            ("tracking_keys", tracking.keyCount),
+            ("tracking_invalidations_sent", tracking.invalidationsSent),
         ], shared: sharedStatistics)
     }
 }

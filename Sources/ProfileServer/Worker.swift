@@ -22,6 +22,8 @@ enum WorkerMessage: @unchecked Sendable {
     /// The clients' memory is past `--max-client-memory` and the sender holds no connection
     /// large enough to close: close this worker's largest, if it is.
     case reclaimClientMemory
+    /// Client-side caching made pushes for this client's connection (`ClientTracking`).
+    case pushes(TrackingClient)
     /// Stop accepting work: answer what arrived, then close every connection and return.
     case stop
 }
@@ -160,6 +162,7 @@ final class Worker: @unchecked Sendable {
             case .fetched(let fetched): deliver(fetched)
             case .moved(let connection): attach(connection)
             case .reclaimClientMemory: reclaimClientMemory(askingPeers: false)
+            case .pushes(let client): deliverPushes(client)
             case .stop: beginStopping()
             }
         }
@@ -230,6 +233,7 @@ final class Worker: @unchecked Sendable {
         connection.readEvent = event_new(base, connection.fd, Int16(EV_READ | EV_PERSIST), connectionReadable, ctx)
         connection.writeEvent = event_new(base, connection.fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, ctx)
         connections[ObjectIdentifier(connection)] = connection
+        connection.session.attached(connection, to: self)
         if stopping {
             connection.phase = .closing
             finishPass(connection)
@@ -262,6 +266,9 @@ final class Worker: @unchecked Sendable {
         precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
         connection.unansweredWrites.removeFirst()
         guard connection.phase != .closed else { return false }
+        // The invalidations this write made for its own connection go before its reply, so a
+        // client cache never serves the old value after the write is acknowledged.
+        if job.trackingOrigin != 0 && context.tracking.isActive { writePushes(of: connection.resp.tracking, to: connection) }
         job.answer.write(job, on: self)
         processor.releaseHeldReplies(connection)
         return true
@@ -303,6 +310,30 @@ final class Worker: @unchecked Sendable {
             connection.readsInFlight -= 1
         }
         if let open = current { finishPass(open) }
+    }
+
+    /// Writes the pushes client-side caching made for a connection of this worker.
+    private func deliverPushes(_ client: TrackingClient) {
+        guard let connection = client.connection, connection.worker === self, connection.phase != .closed else { return }
+        processor.beginPass(at: monotonicNanos())
+        writePushes(of: client, to: connection)
+        finishPass(connection)
+    }
+
+    private func writePushes(of client: TrackingClient, to connection: Connection) {
+        guard let pushes = context.tracking.takePending(client, on: self) else { return }
+        for push in pushes {
+            processor.reserve(push.count, connection)
+            push.withUnsafeBytes { bytes in
+                if processor.out.remaining >= bytes.count {
+                    processor.out.end.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+                    processor.out.count += bytes.count
+                } else {
+                    // Larger than the scratch, which `reserve` emptied into the connection's output.
+                    evbuffer_add(connection.output, bytes.baseAddress!, bytes.count)
+                }
+            }
+        }
     }
 
     private func beginStopping() {

@@ -76,6 +76,9 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
     let answer: any WriteAnswer
     /// The verb whose latency the answer ends.
     let verb: Verb
+    /// The RESP connection's `CLIENT ID`, for CLIENT TRACKING's NOLOOP and for its own
+    /// invalidations to go before the answer; 0 for a line-protocol connection.
+    let trackingOrigin: Int
     /// What the commit did, by operation; empty until it committed.
     private(set) var results = SmallList<Result>()
     /// The values the unit's reads found, copied while the commit's views were valid.
@@ -86,8 +89,9 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
     let startNanos: Int
 
     init(connection: Connection, operations: SmallList<JobOperation>, keyPrefix: Int = 0, answer: any WriteAnswer, verb: Verb,
-         arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
+         trackingOrigin: Int = 0, arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
         self.connection = connection
+        self.trackingOrigin = trackingOrigin
         worker = connection.worker
         self.operations = operations
         self.keyPrefix = keyPrefix

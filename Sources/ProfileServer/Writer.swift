@@ -32,6 +32,8 @@ final class WriteCoordinator: @unchecked Sendable {
     private let cache: ProfileCache
     private let statistics: ServerStatistics
     let writePath: any ProfileWritePath
+    /// Told of every change after the cache, so that client caches drop what they hold of it.
+    private let tracking: ClientTracking
     /// What a commit does to the cache, as the store says.
     private let cacheAfterCommit: CacheAfterCommit
     /// Encodes VALUE lines for the cache; `committing`'s holder only.
@@ -44,8 +46,9 @@ final class WriteCoordinator: @unchecked Sendable {
     /// The ids of a batch, for `ProfileCache.prefetch`; `committing`'s holder only.
     private var prefetchSlots: UnsafeMutableBufferPointer<PrefetchSlot>
 
-    init(cache: ProfileCache, statistics: ServerStatistics, writePath: any ProfileWritePath) {
+    init(cache: ProfileCache, statistics: ServerStatistics, writePath: any ProfileWritePath, tracking: ClientTracking) {
         self.cache = cache
+        self.tracking = tracking
         self.statistics = statistics
         self.writePath = writePath
         cacheAfterCommit = writePath.cacheAfterCommit
@@ -150,6 +153,7 @@ final class WriteCoordinator: @unchecked Sendable {
                 for index in 0..<job.operationCount {
                     if let userId = job.userId(at: index) { cache.invalidate(userId) } else { cache.removeAll() }
                 }
+                tellTracking(job, changed: { _ in true })
                 job.failure = error.reason
             case .failed(let error):
                 Log.warn("write failed; nothing of it was committed", ["error": "\(error)"])
@@ -219,6 +223,19 @@ final class WriteCoordinator: @unchecked Sendable {
             }
             cache.update(row.userId, profile: encodeForCache(row, at: scratch))
         }
+        tellTracking(job, changed: { outcomes.changed($0) })
+    }
+
+    /// Tells client-side caching which of the job's profiles changed, once the cache holds
+    /// what they are now: a client told of a change reads the new value.
+    private func tellTracking(_ job: WriteJob, changed: (Int) -> Bool) {
+        guard tracking.isActive else { return }
+        var userIds: [UnsafeRawBufferPointer] = []
+        for index in 0..<job.operationCount where changed(index) {
+            guard let userId = job.userId(at: index) else { return tracking.flushAll() }
+            userIds.append(userId)
+        }
+        if !userIds.isEmpty { tracking.changed(userIds, origin: job.trackingOrigin) }
     }
 }
 

@@ -9,6 +9,7 @@ public enum RESPCommandName: UInt8, Sendable, CaseIterable {
     case hset, hmset, hsetnx, hdel
     case del, unlink, exists, type, ttl, pttl, scan, flushall, flushdb
     case multi, exec, discard, watch, unwatch
+    case subscribe, unsubscribe
 
     /// The name in lower case, as Redis's own messages print it (`wrong number of
     /// arguments for 'hget' command`).
@@ -51,13 +52,20 @@ public enum RESPCommandName: UInt8, Sendable, CaseIterable {
         case .discard: "discard"
         case .watch: "watch"
         case .unwatch: "unwatch"
+        case .subscribe: "subscribe"
+        case .unsubscribe: "unsubscribe"
         }
     }
 
     /// Finds the command `argument` names, ignoring ASCII case; nil when it names none.
-    /// Every name is 3 to 8 letters: one word each (`lowercasedNameWord`).
+    /// Names of 3 to 8 letters are one word each (`lowercasedNameWord`); the two longer ones,
+    /// which no request on the hot path names, are compared letter by letter.
     public static func lookup(_ argument: UnsafeRawBufferPointer) -> RESPCommandName? {
-        guard let word = lowercasedNameWord(argument) else { return nil }
+        guard let word = lowercasedNameWord(argument) else {
+            if RESPKeyword.matches(argument, "SUBSCRIBE") { return .subscribe }
+            if RESPKeyword.matches(argument, "UNSUBSCRIBE") { return .unsubscribe }
+            return nil
+        }
         return switch word {
         case 0x67_6e_69_70: .ping
         case 0x6f_68_63_65: .echo

@@ -8,10 +8,10 @@ extension RESPCommandName {
     /// Redis's arity: n means exactly n arguments, the name included; -n at least n.
     public var arity: Int {
         switch self {
-        case .ping, .hello, .quit, .info, .command, .flushall, .flushdb: -1
+        case .ping, .hello, .quit, .info, .command, .flushall, .flushdb, .unsubscribe: -1
         case .dbsize, .multi, .exec, .discard, .unwatch: 1
         case .echo, .select, .hgetall, .hlen, .hkeys, .hvals, .type, .ttl, .pttl: 2
-        case .auth, .client, .del, .unlink, .exists, .scan, .watch: -2
+        case .auth, .client, .del, .unlink, .exists, .scan, .watch, .subscribe: -2
         case .hget, .hexists, .hstrlen: 3
         case .config, .hmget, .hdel: -3
         case .hset, .hmset: -4

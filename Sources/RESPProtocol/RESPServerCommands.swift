@@ -6,7 +6,7 @@ import WireBytes
 
 /// The Redis version profiled's RESP front answers as (HELLO's `version`, INFO's `redis_version`):
 /// the one whose commands and replies it implements.
-public let respCompatibleRedisVersion: StaticString = "7.2.0"
+public let respCompatibleRedisVersion: StaticString = "7.4.0"
 
 /// `HELLO [protover [AUTH user token] [SETNAME name]]`, read in Redis's order of checks.
 ///

@@ -48,6 +48,9 @@ usage: profiled [options]
   --max-client-memory SIZE the most all client connections together may hold (input, unsent
                            replies, queued transactions): 256mb, 1gb, bytes; past it the one
                            holding the most is closed (default 256mb; 0: no limit)
+  --tracking-table-max-keys N
+                           the most keys CLIENT TRACKING remembers readers of; past it, keys
+                           are forgotten and their readers told to drop them (default 1000000)
   --sync normal|full       when the write log is synced to disk: normal, once a second;
                            full, before every commit's reply (default normal)
   --allow-insecure-bind    allow a non-loopback --host or --metrics without --tokens
@@ -94,7 +97,7 @@ struct Settings {
     static let names: [String] = ["host", "port", "unix", "resp-port", "tls-port", "resp-tls-port", "tls-cert-file", "tls-key-file",
                                   "tls-ca-cert-file", "tls-auth-clients", "tls-protocols", "tls-ciphersuites", "tls-ciphers",
                                   "tls-handshake-timeout", "resp-key-prefix", "db", "postgres", "lease-ms", "cache-mb", "write-buffer-mb", "threads", "tokens", "max-connections",
-                                  "max-line", "max-client-memory", "sync", "allow-insecure-bind", "metrics", "metrics-tls", "log-level"]
+                                  "max-line", "max-client-memory", "tracking-table-max-keys", "sync", "allow-insecure-bind", "metrics", "metrics-tls", "log-level"]
 
     /// Applies one option; `name` is without the leading dashes.
     mutating func apply(_ name: String, _ value: String) throws(UsageError) {
@@ -155,6 +158,7 @@ struct Settings {
                 throw UsageError(message: "max-client-memory takes 0 or a size of at least 1mb (256mb, 1gb, or bytes), not '\(value)'")
             }
             configuration.maxClientMemory = bytes
+        case "tracking-table-max-keys": configuration.trackingTableMaxKeys = try number(1...100_000_000)
         case "sync":
             switch value {
             case "normal": store.synchronous = .normal

@@ -102,7 +102,8 @@ import Testing
         let resp = try server.connectRESP()
         #expect(try resp.call("PING") == "+PONG\r\n")
         #expect(try resp.call("HGET", "a", "name") == "-NOAUTH Authentication required.\r\n")
-        #expect(try resp.call("HELLO", "3").hasPrefix("%7\r\n$6\r\nserver\r\n$8\r\nprofiled\r\n"))
+        #expect(try resp.call("HELLO", "3").hasPrefix(
+            "%8\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.4.0\r\n$16\r\nprofiled_version\r\n$5\r\n\(profiledVersion)\r\n"))
         #expect(try resp.call("AUTH", "default", "wrong") == "-WRONGPASS invalid username-password pair or user is disabled.\r\n")
         #expect(try resp.call("AUTH", "r-token") == "+OK\r\n")
         #expect(try resp.call("HGET", "a", "name") == "_\r\n")
@@ -112,7 +113,7 @@ import Testing
         #expect(try resp.call("HGET", "a", "name") == "+QUEUED\r\n")
         #expect(try resp.call("DEL", "a") == "-NOPERM User default has no permissions to run the 'del' command\r\n")
         #expect(try resp.call("EXEC") == "-EXECABORT Transaction discarded because of previous errors.\r\n")
-        #expect(try resp.call("HELLO", "2", "AUTH", "app", "w-token", "SETNAME", "chat").hasPrefix("*14\r\n"))
+        #expect(try resp.call("HELLO", "2", "AUTH", "app", "w-token", "SETNAME", "chat").hasPrefix("*16\r\n"))
         #expect(try resp.call("CLIENT", "GETNAME") == "$4\r\nchat\r\n")
         #expect(try resp.call("HSET", "a", "name", "n") == ":1\r\n")
         #expect(try resp.call("FLUSHALL") == "-NOPERM User default has no permissions to run the 'flushall' command\r\n")

@@ -41,12 +41,13 @@ final class InProcessServer {
         let writePath = wrapWritePath(try store.openWritePath())
         let cache = ProfileCache(limitBytes: 8 << 20)
         statistics = ServerStatistics()
-        let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath)
+        let tracking = ClientTracking(maxKeys: 1_000_000, keyPrefix: Array(respKeyPrefix.utf8))
+        let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath, tracking: tracking)
         var configuration = ServerConfiguration()
         configuration.loopPolicy = loopPolicy
         configuration.respKeyPrefix = Array(respKeyPrefix.utf8)
         context = ServerContext(configuration: configuration, cache: cache, store: store,
-                                writers: [writer], tokens: TokenRegistry(nil), statistics: statistics,
+                                writers: [writer], tracking: tracking, tokens: TokenRegistry(nil), statistics: statistics,
                                 workerCount: workerCount)
         var workers: [Worker] = []
         for i in 0..<workerCount {

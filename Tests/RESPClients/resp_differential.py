@@ -7,7 +7,7 @@ the hash commands on the fields `name` and `portraitUri` with non-empty values, 
 EXISTS, TYPE, TTL, PTTL, SCAN (the set of keys a full scan returns, not its order or its
 cursors), MULTI/EXEC/DISCARD, error texts, protocol errors, inline commands, pipelined
 requests and frames split across reads. Every key is a valid profile userId. HELLO's reply
-names the server, so only the parts the two share are compared.
+names the version, so only the parts the two share are compared.
 
 Each scenario starts with FLUSHALL on a new connection, runs on the reference, then on the
 subject, so both sides may even be the same server. The reference must be a redis-server
@@ -296,15 +296,17 @@ class Side:
         self.record(connection, label, [ScanOutcome(seen)])
 
     def hello(self, connection, *args):
-        """HELLO, compared on what Redis and profiled share: the fields present, and proto,
-        mode, role and modules. Errors are compared whole."""
+        """HELLO, compared on what Redis and profiled share: the fields present (but for
+        profiled's own `profiled_version`), and server, proto, mode, role and modules, not the
+        version. Errors are compared whole."""
         values = self.exchange(connection, encode("HELLO", *args), 1, label=" ".join(("HELLO",) + args))
         data = self.steps[-1][2][0]
         value = values[0]
         if isinstance(value, list):
             pairs = value if value and isinstance(value[0], tuple) else list(zip(value[0::2], value[1::2]))
             fields = dict(pairs)
-            shared = {k: fields.get(k) for k in (b"proto", b"mode", b"role", b"modules")}
+            fields.pop(b"profiled_version", None)
+            shared = {k: fields.get(k) for k in (b"server", b"proto", b"mode", b"role", b"modules")}
             kind = "map" if data.startswith(b"%") else "array"
             self.steps[-1] = self.steps[-1][:2] + (["a %s of fields %s; %s" % (kind, sorted(fields), shared)],)
 
@@ -706,6 +708,163 @@ def authentication(s):
     s.connections.append(third)
     s.hello(third, "3", "AUTH", "default", s.token)
     s.call(third, "HGET", "a", "name")
+
+
+def push(s, connection, what):
+    """Reads the next push (or pub/sub message) a connection has coming, sending nothing."""
+    s.exchange(connection, b"", 1, label="(the next push: %s)" % what)
+
+
+def client_id(s, connection):
+    """The connection's CLIENT ID, which differs between servers: used, not compared."""
+    value = s.exchange(connection, encode("CLIENT", "ID"), 1)[0]
+    s.steps.pop()
+    return value[1].decode() if isinstance(value, tuple) else "0"
+
+
+@scenario
+def tracking_default_mode(s):
+    c, writer = s.connection(), s.connection()
+    s.hello(c, "3")
+    s.call(c, "CLIENT", "TRACKINGINFO")
+    s.call(c, "CLIENT", "GETREDIR")
+    s.call(c, "CLIENT", "TRACKING", "ON")
+    s.call(c, "CLIENT", "TRACKINGINFO")
+    s.call(c, "CLIENT", "GETREDIR")
+    s.call(c, "HGETALL", "t1")
+    s.call(c, "HGET", "t2", "name")
+    s.call(c, "EXISTS", "t3", "t4")
+    s.call(writer, *profile("t1", "Ana", "https://cdn.example/p/t1.png"))
+    push(s, c, "t1 changed")
+    s.call(writer, *profile("t4", "Bo", "https://cdn.example/p/t4.png"))
+    push(s, c, "t4 changed")
+    # Told once: t1 is no longer remembered until it is read again.
+    s.call(writer, "HSET", "t1", "name", "Ana Li")
+    s.call(writer, "HSET", "t2", "name", "Cy")
+    push(s, c, "t2 changed, and nothing for t1")
+    s.call(c, "HMGET", "t1", "name", "portraitUri")
+    s.call(c, "HLEN", "t4")
+    s.call(c, "TYPE", "t2")
+    s.call(writer, "DEL", "t1", "t2", "t4")
+    push(s, c, "t1 deleted")
+    push(s, c, "t2 deleted")
+    push(s, c, "t4 deleted")
+    s.call(c, "HKEYS", "t5")
+    s.call(writer, "FLUSHALL")
+    push(s, c, "everything flushed")
+    s.call(c, "CLIENT", "TRACKING", "OFF")
+    s.call(c, "CLIENT", "TRACKINGINFO")
+    s.call(c, "HGET", "t6", "name")
+    s.call(writer, "HSET", "t6", "name", "Di")
+    s.call(c, "PING")
+
+
+@scenario
+def tracking_optin_optout_noloop(s):
+    c, writer = s.connection(), s.connection()
+    s.hello(c, "3")
+    s.call(c, "CLIENT", "CACHING", "yes")
+    s.call(c, "CLIENT", "TRACKING", "ON", "OPTIN")
+    s.call(c, "CLIENT", "CACHING", "no")
+    s.call(c, "CLIENT", "CACHING", "maybe")
+    s.call(c, "HGET", "o1", "name")
+    s.call(c, "CLIENT", "CACHING", "yes")
+    s.call(c, "CLIENT", "TRACKINGINFO")
+    s.call(c, "HGET", "o2", "name")
+    s.call(c, "HGET", "o3", "name")
+    s.call(writer, "HSET", "o1", "name", "x")
+    s.call(writer, "HSET", "o3", "name", "x")
+    s.call(writer, "HSET", "o2", "name", "x")
+    push(s, c, "o2 only: o1 was read before CACHING yes, o3 after the command it applied to")
+    s.call(c, "CLIENT", "TRACKING", "ON", "OPTOUT")
+    s.call(c, "CLIENT", "TRACKING", "OFF")
+    s.call(c, "CLIENT", "TRACKING", "ON", "OPTOUT", "NOLOOP")
+    s.call(c, "CLIENT", "TRACKINGINFO")
+    s.call(c, "CLIENT", "CACHING", "no")
+    s.call(c, "HGET", "o4", "name")
+    s.call(c, "HGET", "o5", "name")
+    s.call(c, "HGET", "o6", "name")
+    s.call(c, "HSET", "o6", "name", "mine")
+    s.call(writer, "HSET", "o4", "name", "x")
+    s.call(writer, "HSET", "o6", "name", "x")
+    s.call(writer, "HSET", "o5", "name", "x")
+    push(s, c, "o5 only: o4 was read under CACHING no, o6 was this connection's own write")
+    s.call(c, "PING")
+
+
+@scenario
+def tracking_bcast(s):
+    c, writer = s.connection(), s.connection()
+    s.hello(c, "3")
+    s.call(c, "CLIENT", "TRACKING", "ON", "PREFIX", "a")
+    s.call(c, "CLIENT", "TRACKING", "ON", "BCAST", "OPTIN")
+    s.call(c, "CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT")
+    s.call(c, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "ab", "PREFIX", "a")
+    s.call(c, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "b:", "PREFIX", "a:")
+    s.call(c, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a:x")
+    s.call(c, "CLIENT", "TRACKING", "ON")
+    s.call(c, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "c:")
+    s.call(c, "CLIENT", "TRACKINGINFO")
+    s.call(writer, "HSET", "a:1", "name", "x")
+    push(s, c, "a:1")
+    s.call(writer, "HSET", "z:1", "name", "x")
+    s.call(writer, "HSET", "b:2", "name", "x")
+    push(s, c, "b:2, and nothing for z:1")
+    s.call(writer, "DEL", "c:9", "b:2")
+    push(s, c, "b:2 only: c:9 did not exist")
+    s.call(writer, "HSET", "c:3", "name", "x")
+    push(s, c, "c:3")
+    s.call(c, "CLIENT", "TRACKING", "OFF")
+    s.call(c, "CLIENT", "TRACKING", "ON", "BCAST")
+    s.call(c, "CLIENT", "TRACKINGINFO")
+    s.call(writer, "HSET", "z:1", "name", "y")
+    push(s, c, "z:1, under the empty prefix")
+
+
+@scenario
+def tracking_errors(s):
+    c = s.connection()
+    s.call(c, "CLIENT", "TRACKING")
+    s.call(c, "CLIENT", "TRACKING", "MAYBE")
+    s.call(c, "CLIENT", "TRACKING", "ON", "BOGUS")
+    s.call(c, "CLIENT", "TRACKING", "ON", "REDIRECT")
+    s.call(c, "CLIENT", "TRACKING", "ON", "REDIRECT", "x")
+    s.call(c, "CLIENT", "TRACKING", "ON", "REDIRECT", "987654321")
+    s.call(c, "CLIENT", "TRACKING", "OFF", "BCAST", "PREFIX", "a", "PREFIX", "ab")
+    s.call(c, "CLIENT", "CACHING", "yes", "no")
+    s.call(c, "CLIENT", "CACHING")
+    s.call(c, "CLIENT", "TRACKINGINFO", "x")
+    s.call(c, "CLIENT", "GETREDIR", "x")
+    s.call(c, "CLIENT", "TRACKINGINFO")
+
+
+@scenario
+def tracking_redirected_to_a_subscriber(s):
+    listener, c, writer = s.connection(), s.connection(), s.connection()
+    target = client_id(s, listener)
+    s.call(listener, "UNSUBSCRIBE")
+    s.call(listener, "SUBSCRIBE", "__redis__:invalidate", "news")
+    s.call(listener, "HGET", "r1", "name")
+    s.call(listener, "CLIENT", "ID")
+    s.call(listener, "PING")
+    s.call(listener, "PING", "hello")
+    s.exchange(c, encode("CLIENT", "TRACKING", "ON", "REDIRECT", target), 1,
+               label="CLIENT TRACKING ON REDIRECT <the subscriber's id>")
+    s.call(c, "CLIENT", "TRACKING", "ON", "REDIRECT", target, "REDIRECT", target)
+    redirect = s.exchange(c, encode("CLIENT", "GETREDIR"), 1, label="CLIENT GETREDIR")[0]
+    s.steps[-1] = s.steps[-1][:2] + (["the subscriber's id" if redirect == (b":", target.encode()) else str(redirect)],)
+    s.call(c, "HGETALL", "r1")
+    s.call(writer, *profile("r1", "Ed", "https://cdn.example/p/r1.png"))
+    push(s, listener, "r1, as a message")
+    s.call(c, "HGET", "r2", "name")
+    s.call(writer, "FLUSHALL")
+    push(s, listener, "everything flushed, as a message")
+    s.call(listener, "UNSUBSCRIBE", "news", "nothing")
+    s.call(listener, "UNSUBSCRIBE")
+    s.call(listener, "PING")
+    s.call(c, "HGET", "r3", "name")
+    s.call(writer, "HSET", "r3", "name", "x")
+    s.call(listener, "PING")
 
 
 def run_scenario(function, address, token, tls_ca=None):

@@ -15,7 +15,7 @@ private func uppercased(_ bytes: [UInt8]) -> [UInt8] {
 
 @Test func everyCommandOfTheFrontIsFoundInAnyCase() {
     let table = "PING ECHO HELLO AUTH SELECT QUIT CLIENT INFO DBSIZE COMMAND CONFIG HGET HMGET HGETALL HEXISTS HLEN HSTRLEN "
-        + "HKEYS HVALS HSET HMSET HSETNX HDEL DEL UNLINK EXISTS TYPE TTL PTTL SCAN FLUSHALL FLUSHDB MULTI EXEC DISCARD WATCH UNWATCH"
+        + "HKEYS HVALS HSET HMSET HSETNX HDEL DEL UNLINK EXISTS TYPE TTL PTTL SCAN FLUSHALL FLUSHDB MULTI EXEC DISCARD WATCH UNWATCH SUBSCRIBE UNSUBSCRIBE"
     let names = table.split(separator: " ").map { Array($0.utf8) }
     #expect(Set(names.compactMap(lookup)) == Set(RESPCommandName.allCases))
     for command in RESPCommandName.allCases {

@@ -52,7 +52,7 @@ import Testing
         let facts = RESPServerFacts(profiledVersion: "9.9", port: 6400, uptimeSeconds: 5, connectedClients: 2, usedMemory: 100,
                                     maxMemory: 200, commandsProcessed: 7, keyspaceHits: 3, keyspaceMisses: 4, evictedKeys: 0, keys: 1)
         let all = withArguments(["INFO"]) { String(decoding: facts.infoText($0), as: UTF8.self) }
-        #expect(all.hasPrefix("# Server\r\nredis_version:7.2.0\r\nprofiled_version:9.9\r\n"))
+        #expect(all.hasPrefix("# Server\r\nredis_version:7.4.0\r\nprofiled_version:9.9\r\n"))
         #expect(all.contains("\r\n\r\n# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n"))
         #expect(withArguments(["INFO", "everything"]) { String(decoding: facts.infoText($0), as: UTF8.self) } == all)
         let two = withArguments(["INFO", "stats", "CLIENTS"]) { String(decoding: facts.infoText($0), as: UTF8.self) }
