@@ -35,6 +35,8 @@ public final class Server {
     private var resumeTimer: OpaquePointer?
     /// Once a second: gives back to the system what the clients let go of.
     private var trimTimer: OpaquePointer?
+    /// Tells tracking clients to drop everything while a shared store's lease is out.
+    private var leaseWatch: (LeaseWatch, pthread_t)?
     /// Set from an accept that failed for want of descriptors or memory until one succeeds:
     /// such a stretch is logged once, however many pauses it takes.
     private var acceptsExhausted = false
@@ -192,6 +194,8 @@ public final class Server {
             } catch {
                 Log.error("cannot follow the shared store's changes", ["error": "\(error)"])
             }
+            let watch = LeaseWatch(store: shared, tracking: tracking)
+            leaseWatch = (watch, startThread("lease-watch") { watch.run() })
         }
         var workerThreads: [pthread_t] = []
         for worker in workers {
@@ -237,6 +241,10 @@ public final class Server {
         for thread in fetcherThreads { pthread_join(thread, nil) }
         for writer in context.writers { writer.stop() }
         for thread in writerThreads { pthread_join(thread, nil) }
+        if let (watch, thread) = leaseWatch {
+            watch.stop()
+            pthread_join(thread, nil)
+        }
         context.shared?.stopFollowing()
         // Then what is left of the write log goes into the table, and the WAL into the file.
         var merged = true

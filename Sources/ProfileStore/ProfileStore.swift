@@ -165,6 +165,8 @@ public protocol SharedProfileStore: ProfileStore {
     /// Whether the cache may answer at `now` (monotonic nanoseconds): every change committed
     /// before a moment at most the lease ago has been passed to `invalidate`.
     func cacheMayAnswer(at now: Int) -> Bool
+    /// The lease, in nanoseconds: how long a heartbeat that came back vouches for the cache.
+    var leaseNanoseconds: Int { get }
     /// Counters for STATS and /metrics.
     var sharedStatistics: SharedStoreStatistics { get }
     /// Stops following; the last call.

@@ -132,6 +132,8 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
 
     func setRowCount(_ count: Int) { rowCountSeen.store(count, ordering: .relaxed) }
 
+    public var leaseNanoseconds: Int { leaseNanos }
+
     public func cacheMayAnswer(at now: Int) -> Bool {
         now < cacheTrustedUntil.load(ordering: .relaxed)
     }

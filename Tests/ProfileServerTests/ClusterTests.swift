@@ -161,6 +161,54 @@ import Testing
         } != nil)
     }
 
+    /// A RESP3 connection with CLIENT TRACKING ON, once the node's lease holds: until a
+    /// node's first heartbeat comes back its lease is out, and a tracking client may be told to
+    /// flush; the flushes of that start are read here.
+    static func trackingClient(_ node: TestServer) throws -> RESPTestClient {
+        let client = try node.connectRESP()
+        #expect(try client.call("HELLO", "3").hasPrefix("%8\r\n"))
+        #expect(try client.call("CLIENT", "TRACKING", "ON") == "+OK\r\n")
+        usleep(600_000)
+        var reply = try client.call("PING")
+        while reply.hasPrefix(">") { reply = try client.reply() }
+        #expect(reply == "+PONG\r\n")
+        return client
+    }
+
+    /// A RESP client tracking on one node hears of another node's writes and of plain SQL;
+    /// when the node's listener hangs, it is told to drop everything within the lease, and
+    /// again every lease while it stays so.
+    @Test func trackingClientsHearOfEveryChangeAndOfALostLease() throws {
+        let (database, nodes) = try Self.nodes(2, ["--resp-port", "0", "--lease-ms", "300"])
+        let reader = try Self.trackingClient(nodes[1])
+        let invalidateA = ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\na\r\n"
+        let flush = ">2\r\n$10\r\ninvalidate\r\n_\r\n"
+        #expect(try reader.call("HGET", "a", "name") == "_\r\n")
+        #expect(try nodes[0].connect().roundTrip("SET a v1 u\n") == "STORED")
+        #expect(try reader.reply() == invalidateA)
+        #expect(try reader.call("HGET", "a", "name") == "$2\r\nv1\r\n")
+        try psql(database, "UPDATE profiles SET name = 'v2' WHERE user_id = 'a'")
+        #expect(try reader.reply() == invalidateA)
+        #expect(try reader.call("HGET", "a", "name") == "$2\r\nv2\r\n")
+        let pids = try psql(database, """
+            SELECT pid FROM pg_stat_activity WHERE application_name = 'profiled listen' AND datname = current_database()
+            """).split(separator: "\n").compactMap { Int32($0) }
+        #expect(pids.count == 2)
+        for pid in pids { kill(pid, SIGSTOP) }
+        defer { for pid in pids { kill(pid, SIGCONT) } }
+        let stopped = monotonicSeconds()
+        #expect(try reader.reply() == flush)
+        let first = monotonicSeconds() - stopped
+        // The lease is 0.3 s and the watch looks every 30 ms; the last heartbeat was sent at
+        // most a quarter of the lease before the stop.
+        #expect(first < 0.3 + 0.2, "the first flush came \(first) s after the listener hung")
+        // Again when the listener gives the hung connection up and connects anew, or after
+        // another lease without a heartbeat, whichever comes first.
+        #expect(try reader.reply() == flush)
+        let second = monotonicSeconds() - stopped
+        #expect(second < 1.5, "the second flush came \(second) s after the listener hung")
+    }
+
     /// Three nodes, two connections each (whose writes a node commits on different
     /// connections of its own), writing MSETs over the same ids in different orders at once:
     /// every write is acknowledged (no deadlock or serialization error reaches a client), and
@@ -227,13 +275,31 @@ import Testing
         #expect(started.status == 0, "\(started.output)")
         defer { _ = try? runToCompletion(script, ["stop", directory + "/pg"]) }
         let conninfo = started.output.split(separator: "\n").last.map(String.init) ?? ""
-        let (database, nodes) = try Self.nodes(2, ["--lease-ms", "300", "--metrics", "127.0.0.1:0"],
+        let (database, nodes) = try Self.nodes(2, ["--lease-ms", "300", "--metrics", "127.0.0.1:0", "--resp-port", "0"],
                                               database: conninfo)
         let clients = try nodes.map { try $0.connect() }
         #expect(try clients[0].roundTrip("SET kept v1 u\n") == "STORED")
         #expect(try clients[1].roundTrip("GET kept\n") == "VALUE kept v1 u")
+        let tracking = try Self.trackingClient(nodes[1])
+        #expect(try tracking.call("HGET", "kept", "name") == "$2\r\nv1\r\n")
 
+        let halting = monotonicSeconds()
         #expect(try runToCompletion(script, ["halt", directory + "/pg"]).status == 0)
+        // A client cache is told to drop everything once the lease is out (at once here: the
+        // stop broke the listener's connection), and again every lease while PostgreSQL stays
+        // out of reach, since the listener cannot reconnect meanwhile.
+        let halted = monotonicSeconds() - halting
+        let flush = ">2\r\n$10\r\ninvalidate\r\n_\r\n"
+        #expect(try tracking.reply() == flush)
+        let first = monotonicSeconds() - halting
+        #expect(try tracking.reply() == flush)
+        let second = monotonicSeconds() - halting
+        #expect(try tracking.reply() == flush)
+        let third = monotonicSeconds() - halting
+        // The first may have waited for the stop to end before it was read; the later ones
+        // are read as they come.
+        #expect(first < halted + 0.3 + 0.2 && third - second > 0.25 && third - second < 0.3 + 0.2,
+                "flushes \(first), \(second) and \(third) s after the stop began, which took \(halted) s; the lease is 0.3 s")
         let asked = monotonicSeconds()
         // Clients and /healthz get the reason; where PostgreSQL is, and who the node is there,
         // go to the log only.

@@ -68,6 +68,10 @@ final class RESPTestClient {
 
     /// Sends one command as a multibulk and returns its reply's raw text.
     func call(_ arguments: String...) throws -> String {
+        try call(arguments)
+    }
+
+    func call(_ arguments: [String]) throws -> String {
         send(Self.multibulk(arguments))
         return try reply()
     }
@@ -111,7 +115,7 @@ final class RESPTestClient {
             guard let length = number else { return nil }
             if length < 0 { return lineEnd }
             return lineEnd + length + 2 <= bytes.count ? lineEnd + length + 2 : nil
-        case UInt8(ascii: "*"), UInt8(ascii: "%"):
+        case UInt8(ascii: "*"), UInt8(ascii: "%"), UInt8(ascii: ">"), UInt8(ascii: "~"):
             guard let count = number else { return nil }
             var end = lineEnd
             let elements = bytes[start] == UInt8(ascii: "%") ? 2 * count : count

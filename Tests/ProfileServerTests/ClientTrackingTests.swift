@@ -1,0 +1,150 @@
+import ProfileTestSupport
+import Glibc
+import ProfileClient
+import Testing
+
+/// Client-side caching (docs/RESP.md): what RESPDifferentialTests cannot compare with
+/// redis-server, because it is profiled's own or needs ids and faults: writes through the line
+/// protocol, transactions, a redirect whose client went away, the tracking table's bound, its
+/// counters, and a client that stops reading its pushes.
+@Suite struct ClientTrackingTests {
+    static func push(_ keys: String...) -> String {
+        ">2\r\n$10\r\ninvalidate\r\n*\(keys.count)\r\n" + keys.map { "$\($0.utf8.count)\r\n\($0)\r\n" }.joined()
+    }
+
+    static func tracking(_ server: TestServer, _ options: String...) throws -> RESPTestClient {
+        let client = try server.connectRESP()
+        #expect(try client.call("HELLO", "3").hasPrefix("%8\r\n"))
+        #expect(try client.call(["CLIENT", "TRACKING", "ON"] + options) == "+OK\r\n")
+        return client
+    }
+
+    static func stats(_ server: TestServer) throws -> [String: Int] {
+        Dictionary(uniqueKeysWithValues: try server.connect().stats().compactMap { stat in Int(stat.value).map { (stat.name, $0) } })
+    }
+
+    /// Writes through the line protocol and an EXEC's writes tell the RESP client that read
+    /// the profile; an EXEC's reads are remembered like any other; a profile is told of once
+    /// per read.
+    @Test func everyWriteTellsTheClientsThatReadIt() throws {
+        let server = try TestServer(["--resp-port", "0", "--resp-key-prefix", "user:"])
+        let reader = try Self.tracking(server)
+        let line = try server.connect()
+        #expect(try reader.call("HGETALL", "user:a") == "%0\r\n")
+        #expect(try line.roundTrip("SET a A ua\n") == "STORED")
+        #expect(try reader.reply() == Self.push("user:a"))
+        #expect(try line.roundTrip("UPDATE a name A2\n") == "UPDATED")
+        #expect(try reader.call("MULTI") == "+OK\r\n")
+        #expect(try reader.call("HGET", "user:b", "name") == "+QUEUED\r\n")
+        #expect(try reader.call("EXISTS", "user:c", "user:d") == "+QUEUED\r\n")
+        #expect(try reader.call("EXEC") == "*2\r\n_\r\n:0\r\n")
+        let writer = try server.connectRESP()
+        #expect(try writer.call("MULTI") == "+OK\r\n")
+        #expect(try writer.call("HSET", "user:e", "name", "E") == "+QUEUED\r\n")
+        #expect(try writer.call("HSET", "user:d", "name", "D") == "+QUEUED\r\n")
+        #expect(try writer.call("HSET", "user:b", "name", "B") == "+QUEUED\r\n")
+        #expect(try writer.call("EXEC") == "*3\r\n:1\r\n:1\r\n:1\r\n")
+        #expect(try reader.reply() == Self.push("user:d"))
+        #expect(try reader.reply() == Self.push("user:b"))
+        #expect(try line.roundTrip("DEL c\n") == "NOTFOUND c")
+        #expect(try line.roundTrip("SET c C uc\n") == "STORED")
+        #expect(try reader.reply() == Self.push("user:c"))
+        // user:a was told of once, and not read again since: nothing more about it.
+        #expect(try line.roundTrip("SET a A3 ua\n") == "STORED")
+        #expect(try reader.call("PING") == "+PONG\r\n")
+        // Its own write: the invalidation comes before the reply, so a client cache that
+        // read its own write back never finds the old value.
+        #expect(try reader.call("HGET", "user:a", "name") == "$2\r\nA3\r\n")
+        #expect(try reader.call("HSET", "user:a", "name", "A4") == Self.push("user:a"))
+        #expect(try reader.reply() == ":0\r\n")
+        #expect(try line.roundTrip("FLUSHALL\n") == "OK")
+        #expect(try reader.reply() == ">2\r\n$10\r\ninvalidate\r\n_\r\n")
+    }
+
+    /// A RESP3 client whose redirect's client has gone is told so when an invalidation is due,
+    /// and TRACKINGINFO says `broken_redirect`.
+    @Test func aRedirectToAClientThatWentAwayIsReported() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        var target: RESPTestClient? = try server.connectRESP()
+        let id = String(try target!.call("CLIENT", "ID").dropFirst().split(whereSeparator: \.isNewline)[0])
+        let reader = try Self.tracking(server, "REDIRECT", id)
+        let writer = try server.connectRESP()
+        var pushes: [String] = []
+        /// The reply to a request, past the pushes that come before it.
+        func call(_ arguments: String...) throws -> String {
+            reader.send(RESPTestClient.multibulk(arguments))
+            while true {
+                let reply = try reader.reply()
+                guard reply.hasPrefix(">") else { return reply }
+                pushes.append(reply)
+            }
+        }
+        target = nil
+        // The target's worker sees it close at its own pace: write until the reader is told.
+        var info = ""
+        for round in 0..<200 where !info.contains("broken_redirect") {
+            #expect(try call("HGET", "a", "name").hasPrefix(round == 0 ? "_" : "$"))
+            #expect(try writer.call("HSET", "a", "name", "v\(round)") == (round == 0 ? ":1\r\n" : ":0\r\n"))
+            usleep(10_000)
+            info = try call("CLIENT", "TRACKINGINFO")
+        }
+        #expect(info.contains("$15\r\nbroken_redirect\r\n"), "\(info)")
+        #expect(try call("CLIENT", "GETREDIR") == ":\(id)\r\n")
+        #expect(pushes == [">2\r\n$21\r\ntracking-redir-broken\r\n:\(id)\r\n"])
+    }
+
+    /// Past --tracking-table-max-keys, keys leave the table and their readers are told first;
+    /// STATS and /metrics count the table, the tracking clients and the pushes.
+    @Test func theTrackingTableIsBoundedAndItsEvictionsTellTheReaders() throws {
+        let server = try TestServer(["--resp-port", "0", "--tracking-table-max-keys", "10", "--metrics", "127.0.0.1:0"])
+        let reader = try Self.tracking(server)
+        var told = Set<String>()
+        func take(_ reply: String) -> Bool {
+            guard reply.hasPrefix(">2\r\n$10\r\ninvalidate\r\n*1\r\n") else { return false }
+            told.insert(String(reply.split(separator: "\r\n").last!))
+            return true
+        }
+        for index in 0..<30 {
+            reader.send(RESPTestClient.multibulk(["HGET", "k\(index)", "name"]))
+            while take(try reader.reply()) {}
+        }
+        // The evictions' pushes may come after the reply of the read that made them.
+        while told.count < 20 { #expect(take(try reader.reply())) }
+        #expect(told.count == 20)
+        let stats = try Self.stats(server)
+        #expect(stats["tracking_keys"] == 10)
+        #expect(stats["tracking_clients"] == 1)
+        #expect(stats["tracking_invalidations_sent"] == 20)
+        let metrics = try scrapeMetrics(metricsPort(server.log))
+        #expect(metrics["profiled_tracking_keys"] == "10")
+        #expect(metrics["profiled_tracking_clients"] == "1")
+        #expect(metrics["profiled_tracking_invalidations_total"] == "20")
+        let line = try server.connect()
+        for index in 0..<30 { #expect(try line.roundTrip("SET k\(index) n u\n") == "STORED") }
+        while told.count < 30 { #expect(take(try reader.reply())) }
+        #expect(try reader.call("PING") == "+PONG\r\n")
+        #expect(try Self.stats(server)["tracking_keys"] == 0)
+        #expect(try reader.call("CLIENT", "TRACKING", "OFF") == "+OK\r\n")
+        #expect(try Self.stats(server)["tracking_clients"] == 0)
+    }
+
+    /// A BCAST client that never reads: its pushes pile up in its output like any reply, and
+    /// past --max-client-memory it is the connection closed.
+    @Test func aClientThatStopsReadingItsPushesIsClosed() throws {
+        let server = try TestServer(["--resp-port", "0", "--max-client-memory", "1mb"])
+        let idle = try Self.tracking(server, "BCAST")
+        let writer = try server.connect()
+        let name = String(repeating: "n", count: 100)
+        var round = 0
+        while try Self.stats(server)["client_evictions"] == 0 {
+            round += 1
+            #expect(round < 500, "the client that reads nothing is still open")
+            guard round < 500 else { break }
+            let profiles = (0..<100).map { Profile(userId: "\(round)-\($0)-" + String(repeating: "i", count: 100), name: name, portraitUri: "u") }
+            _ = try writer.mset(profiles)
+        }
+        #expect(try Self.stats(server)["tracking_clients"] == 0)
+        #expect(try writer.roundTrip("GET 1-0-\(String(repeating: "i", count: 100))\n").hasPrefix("VALUE"))
+        _ = idle
+    }
+}
