@@ -175,6 +175,19 @@ import Testing
         return client
     }
 
+    /// redis-py's own client cache on one node sees another node's write and plain SQL within
+    /// the lease, besides everything RESPClientTests checks on one node.
+    @Test func redisPyClientCacheSeesEveryNodesWrites() throws {
+        let (database, nodes) = try Self.nodes(2, ["--resp-port", "0", "--lease-ms", "500"])
+        usleep(600_000)
+        var arguments = ["python3", RESPClientTests.redisPyClientCache, "--port", "\(nodes[0].respFrontPort)",
+                         "--line-port", "\(nodes[0].port)", "--other-line-port", "\(nodes[1].port)",
+                         "--psql", try postgresProgram("psql"), "--sql-conninfo", database, "--lease-seconds", "0.5"]
+        if testTransportIsTLS { arguments += ["--tls-ca", try TestCertificates.shared().caCertificate] }
+        let run = try runCommand(arguments, timeoutSeconds: 120)
+        #expect(run.status == 0, "\(run)\n--- the node's log:\n\(nodes[0].log)")
+    }
+
     /// A RESP client tracking on one node hears of another node's writes and of plain SQL;
     /// when the node's listener hangs, it is told to drop everything within the lease, and
     /// again every lease while it stays so.

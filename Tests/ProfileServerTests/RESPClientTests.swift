@@ -73,6 +73,18 @@ import Testing
         #expect(run.status == 0, "\(run)")
     }
 
+    static let redisPyClientCache = repositoryPath("Tests/RESPClients/redis_py_client_cache.py")
+
+    /// redis-py's own client cache (`protocol=3, cache_config=CacheConfig()`) on profiled's
+    /// CLIENT TRACKING: reads after the first stay in the client, and a write through another
+    /// connection, the line protocol, the client itself, DEL and FLUSHALL are all seen.
+    @Test func redisPyClientCacheSeesEveryWrite() throws {
+        let front = try Front(tokens: false)
+        let run = try runCommand(["python3", Self.redisPyClientCache, "--port", "\(front.port)", "--line-port", "\(front.server.port)",
+                                  "--key-prefix", "user:"] + front.tlsArguments(cli: false), timeoutSeconds: 120)
+        #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(front.server.log)")
+    }
+
     // MARK: node-redis
 
     static let nodeRedisScan = repositoryPath("Tests/RESPClients/node_redis_scan.js")

@@ -54,7 +54,7 @@ extension String {
 
 /// A program of the newest PostgreSQL installed in Debian's layout,
 /// /usr/lib/postgresql/VERSION/bin/NAME (where Scripts/postgres-for-tests finds the server).
-private func postgresProgram(_ name: String) throws -> String {
+public func postgresProgram(_ name: String) throws -> String {
     let root = "/usr/lib/postgresql"
     guard let directory = opendir(root) else { throw TestFailure("no PostgreSQL in \(root)") }
     defer { closedir(directory) }
