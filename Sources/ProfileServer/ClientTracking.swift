@@ -82,13 +82,25 @@ final class ClientTracking: @unchecked Sendable {
     /// made while it moved go to the new worker. The worker's thread.
     func attach(_ client: TrackingClient, _ connection: Connection, to worker: Worker) {
         lock.lock()
-        clients[client.id] = client
-        client.connection = connection
+        if clients[client.id] == nil {
+            // Set once, before anyone can post for the client: workers read it unlocked.
+            clients[client.id] = client
+            client.connection = connection
+        }
         client.worker = worker
         let ring = !client.pending.isEmpty
         if ring { client.posted = true }
         lock.unlock()
         if ring { worker.post(.pushes(client)) }
+    }
+
+    /// The connection is being handed to another worker: pushes made meanwhile wait for
+    /// `attach` there. The handing worker's thread.
+    func leave(_ client: TrackingClient) {
+        lock.lock()
+        client.worker = nil
+        client.posted = false
+        lock.unlock()
     }
 
     /// The connection closed: it tracks nothing and gets nothing more.

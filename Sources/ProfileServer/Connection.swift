@@ -64,6 +64,8 @@ protocol FrontSession: AnyObject {
     func resume(_ connection: Connection, by worker: Worker) -> Bool
     /// The connection is now on `worker`'s loop: opened, or moved there from another worker.
     func attached(_ connection: Connection, to worker: Worker)
+    /// The connection is being handed to another worker, which calls `attached` once it has it.
+    func leaving()
     /// Drops what it holds: the connection closed.
     func release()
 }

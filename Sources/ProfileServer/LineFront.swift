@@ -505,6 +505,8 @@ final class LineSession: FrontSession {
 
     func attached(_ connection: Connection, to worker: Worker) {}
 
+    func leaving() {}
+
     func release() {}
 }
 

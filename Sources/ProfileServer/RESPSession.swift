@@ -52,6 +52,10 @@ final class RESPSession: FrontSession {
         trackingTable.attach(tracking, connection, to: worker)
     }
 
+    func leaving() {
+        trackingTable.leave(tracking)
+    }
+
     func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
         worker.respFront.serve(connection, self, bytes, count)
     }

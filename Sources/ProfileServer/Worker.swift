@@ -314,14 +314,20 @@ final class Worker: @unchecked Sendable {
 
     /// Writes the pushes client-side caching made for a connection of this worker.
     private func deliverPushes(_ client: TrackingClient) {
-        guard let connection = client.connection, connection.worker === self, connection.phase != .closed else { return }
+        // Taken only while this worker holds the connection.
+        guard let pushes = context.tracking.takePending(client, on: self), !pushes.isEmpty,
+              let connection = client.connection, connection.phase != .closed else { return }
         processor.beginPass(at: monotonicNanos())
-        writePushes(of: client, to: connection)
+        writePushes(pushes, to: connection)
         finishPass(connection)
     }
 
     private func writePushes(of client: TrackingClient, to connection: Connection) {
         guard let pushes = context.tracking.takePending(client, on: self) else { return }
+        writePushes(pushes, to: connection)
+    }
+
+    private func writePushes(_ pushes: [[UInt8]], to connection: Connection) {
         for push in pushes {
             processor.reserve(push.count, connection)
             push.withUnsafeBytes { bytes in
@@ -400,6 +406,7 @@ final class Worker: @unchecked Sendable {
 
     /// Hands a connection between requests to another worker; keeps it if that one has stopped.
     private func hand(_ connection: Connection, to target: Worker) {
+        connection.session.leaving()
         connection.detachEvents()
         connections.removeValue(forKey: ObjectIdentifier(connection))
         if target.offer(connection) {

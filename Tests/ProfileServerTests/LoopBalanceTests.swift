@@ -121,4 +121,30 @@ import Testing
         server.stop()
         for client in clients { #expect(try client.isClosedByServer()) }
     }
+
+    /// Tracking clients that move between loops while idle get every invalidation: one made
+    /// while a connection is in transit waits for the worker that takes it.
+    @Test func trackingClientsMovedAllTheTimeGetEveryPush() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let server = try InProcessServer(path: directory + "/p.db", workers: 3, loopPolicy: Self.restless)
+        let readers = try (0..<3).map { _ in try server.connectRESP() }
+        for reader in readers {
+            #expect(try reader.call("HELLO", "3").hasPrefix("%8\r\n"))
+            #expect(try reader.call("CLIENT", "TRACKING", "ON") == "+OK\r\n")
+        }
+        let writer = try server.connect()
+        for round in 0..<40 {
+            for (index, reader) in readers.enumerated() {
+                #expect(try reader.call("HGET", "k\(index)", "name") == (round == 0 ? "_\r\n" : "$\(String(round - 1).count)\r\n\(round - 1)\r\n"))
+            }
+            usleep(2000)
+            for index in readers.indices { try writer.set(Profile(userId: "k\(index)", name: "\(round)", portraitUri: "u")) }
+            for (index, reader) in readers.enumerated() {
+                #expect(try reader.reply() == ">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nk\(index)\r\n")
+            }
+        }
+        #expect(server.loops.moves.load(ordering: .relaxed) >= 20)
+        server.stop()
+    }
 }
