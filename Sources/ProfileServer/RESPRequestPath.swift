@@ -148,13 +148,15 @@ final class RESPFront {
             respError(connection.role == .none ? .fixed(RESPText.noAuth) : command.noPermission, connection)
             return true
         }
-        if !session.channels.isEmpty && session.version == .resp2 && !command.runsWhileSubscribed {
-            if waiting { return false }
-            session.transaction?.fail()
-            respError(RESPText.onlySubscriptionCommands(command, arguments), connection)
-            return true
+        if session.hasTrackingOrChannels {
+            if !session.channels.isEmpty && session.version == .resp2 && !command.runsWhileSubscribed {
+                if waiting { return false }
+                session.transaction?.fail()
+                respError(RESPText.onlySubscriptionCommands(command, arguments), connection)
+                return true
+            }
+            if session.remembers != .none { rememberReads(command, arguments, session) }
         }
-        if session.remembers != .none { rememberReads(command, arguments, session) }
         if let transaction = session.transaction {
             // Only EXEC goes to the writer; it too waits for reads in flight.
             if readsWaiting || (writesWaiting && command != .exec) { return false }

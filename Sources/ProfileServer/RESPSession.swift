@@ -19,11 +19,18 @@ final class RESPSession: FrontSession {
     let tracking: TrackingClient
     private let trackingTable: ClientTracking
     /// Which of its key reads CLIENT TRACKING remembers.
-    var remembers = RememberedReads.none
+    var remembers = RememberedReads.none {
+        didSet { hasTrackingOrChannels = remembers != .none || !channels.isEmpty }
+    }
+    /// Whether either of `remembers` and `channels` asks anything of a command: one test on
+    /// the request path for both.
+    private(set) var hasTrackingOrChannels = false
     /// `CLIENT CACHING yes` (OPTIN) or `no` (OPTOUT) was given for the next command.
     var cachingGiven = false
     /// The channels SUBSCRIBE named, in the order given; only the invalidation channel carries anything.
-    var channels: [[UInt8]] = []
+    var channels: [[UInt8]] = [] {
+        didSet { hasTrackingOrChannels = remembers != .none || !channels.isEmpty }
+    }
     /// BCAST prefixes' bytes, counted in the clients' memory.
     var prefixBytes = 0
 
@@ -46,7 +53,9 @@ final class RESPSession: FrontSession {
         trackingTable = table
     }
 
-    var heldBytes: Int { (transaction?.bytes ?? 0) + channels.reduce(0) { $0 + $1.count + 48 } + prefixBytes }
+    var heldBytes: Int { (transaction?.bytes ?? 0) + trackingBytes }
+    /// What the channels' names and BCAST's prefixes hold, counted in the clients' memory.
+    private var trackingBytes: Int { prefixBytes + (channels.isEmpty ? 0 : channels.reduce(0) { $0 + $1.count + 48 }) }
 
     func attached(_ connection: Connection, to worker: Worker) {
         trackingTable.attach(tracking, connection, to: worker)
