@@ -44,17 +44,17 @@ import Testing
         defer { Self.kill(pid) }
         #expect(readText(logPath).contains("open file limit is below what --max-connections needs"))
 
-        let first = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 5)
+        let first = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 30)
         #expect(try first.roundTrip("PING\n") == "PONG")
         // More connections than descriptors: the kernel queues them; the server cannot take them all.
         var crowd: [ProfileConnection] = []
-        for _ in 0..<60 { crowd.append(try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 5)) }
+        for _ in 0..<60 { crowd.append(try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 30)) }
         try waitFor { readText(logPath).contains("pausing accepts") }
         // The connection it already has is still served.
         #expect(try first.roundTrip("PING\n") == "PONG")
         // Descriptors free up: the waiting connections are taken and answered.
         crowd.removeAll()
-        let late = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 5)
+        let late = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 30)
         #expect(try late.roundTrip("PING\n") == "PONG")
     }
 
@@ -69,7 +69,7 @@ import Testing
         let (pid, logPath, port) = try Self.start(["--metrics", "127.0.0.1:0"])
         defer { Self.kill(pid) }
         let metrics = try metricsPort(readText(logPath))
-        let client = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 5)
+        let client = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 30)
         #expect(try client.roundTrip("PING\n") == "PONG")
         var crowd: [ProfileConnection] = []
         for _ in 0..<80 { crowd.append(try ProfileConnection(.tcp(host: "127.0.0.1", port: metrics), timeoutSeconds: 10)) }
