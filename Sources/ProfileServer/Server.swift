@@ -182,14 +182,17 @@ public final class Server {
             let cache = context.cache
             let tracking = context.tracking
             do {
-                // The cache first: a client told of a change reads past it.
-                try shared.follow(invalidate: { ids in
+                // The cache first: a client told of a change reads past it. The cache forgets
+                // this server's own changes again (harmless, and it keeps no reasoning about
+                // fills racing a commit); tracking clients were told of them at the commit, and
+                // a second push would cost each a needless read (and break NOLOOP).
+                try shared.follow(invalidate: { ids, origin in
                                       for id in ids { cache.invalidate(id) }
-                                      tracking.changed(ids, origin: 0)
+                                      if origin == .elsewhere { tracking.changed(ids, origin: 0) }
                                   },
-                                  invalidateAll: {
+                                  invalidateAll: { origin in
                                       cache.removeAll()
-                                      tracking.flushAll()
+                                      if origin == .elsewhere { tracking.flushAll() }
                                   })
             } catch {
                 Log.error("cannot follow the shared store's changes", ["error": "\(error)"])

@@ -148,6 +148,16 @@ public struct WritePathStatistics: Sendable {
     public init() {}
 }
 
+/// Where a change a shared store reports was made.
+///
+/// Threading: a plain value; any thread.
+public enum ChangeOrigin: Sendable {
+    /// By one of this server's own write paths, whose commit the server has acted on already.
+    case thisServer
+    /// By another server, plain SQL, or unknown (a reconnect that may have missed changes).
+    case elsewhere
+}
+
 /// A store several servers share over the network (PostgreSQL). Its reads take a round trip,
 /// so no event loop makes them: fetcher threads do, for many requests at once. Writes made
 /// anywhere reach this server as invalidations of its cache, which may answer only while the
@@ -159,9 +169,11 @@ public protocol SharedProfileStore: ProfileStore {
     func makeSharedReader() throws -> any SharedProfileReader
     /// Starts following changes made anywhere, on the store's own thread: `invalidate` gets
     /// the ids of changed profiles; `invalidateAll` is called when any cached value may be
-    /// stale (a FLUSHALL, or a reconnect that may have missed changes).
-    func follow(invalidate: @escaping @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void,
-                invalidateAll: @escaping @Sendable () -> Void) throws
+    /// stale (a FLUSHALL, or a reconnect that may have missed changes). Each says where the
+    /// change came from: this server's own commits come back too, after the server already
+    /// acted on them.
+    func follow(invalidate: @escaping @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>, ChangeOrigin) -> Void,
+                invalidateAll: @escaping @Sendable (ChangeOrigin) -> Void) throws
     /// Whether the cache may answer at `now` (monotonic nanoseconds): every change committed
     /// before a moment at most the lease ago has been passed to `invalidate`.
     func cacheMayAnswer(at now: Int) -> Bool

@@ -33,6 +33,8 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
     private let reachable = Atomic<Bool>(true)
     private let statistics = Mutex(SharedStoreStatistics())
     private let stopping = Atomic<Bool>(false)
+    /// The backends of this store's write paths, whose notifications echo this server's commits.
+    private let writerBackends = Mutex<[Int32]>([])
     private var threads: [pthread_t] = []
     private let threadsLock = ConditionLock()
 
@@ -150,8 +152,8 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
 
     // MARK: Following changes
 
-    public func follow(invalidate: @escaping @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void,
-                       invalidateAll: @escaping @Sendable () -> Void) throws {
+    public func follow(invalidate: @escaping @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>, ChangeOrigin) -> Void,
+                       invalidateAll: @escaping @Sendable (ChangeOrigin) -> Void) throws {
         let listener = Listener(store: self, invalidate: invalidate, invalidateAll: invalidateAll)
         threadsLock.lock()
         threads.append(startThread("pg-listen") { listener.run() })
@@ -169,6 +171,22 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
     }
 
     var isStopping: Bool { stopping.load(ordering: .relaxed) }
+
+    /// A write path connected on the backend `pid`: its commits' notifications are this server's.
+    func writerConnected(_ pid: Int32) { writerBackends.withLock { $0.append(pid) } }
+
+    /// A write path is about to close the connection on `pid`: forgotten first, so that a
+    /// later backend given the same process id is never taken for this server's.
+    func writerClosing(_ pid: Int32) {
+        writerBackends.withLock { backends in
+            if let index = backends.firstIndex(of: pid) { backends.remove(at: index) }
+        }
+    }
+
+    /// Where the notification of the backend `pid` comes from.
+    func origin(ofBackend pid: Int32) -> ChangeOrigin {
+        writerBackends.withLock { $0.contains(pid) } ? .thisServer : .elsewhere
+    }
 
     /// The listener trusts the cache up to here (a heartbeat sent at `sentAt` came back).
     func heartbeatReturned(sentAt: Int) {
@@ -227,8 +245,8 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
 /// Threading: its thread only.
 private final class Listener: @unchecked Sendable {
     let store: PostgresProfileStore
-    let invalidate: @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void
-    let invalidateAll: @Sendable () -> Void
+    let invalidate: @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>, ChangeOrigin) -> Void
+    let invalidateAll: @Sendable (ChangeOrigin) -> Void
     /// A heartbeat every quarter of the lease, so that two may be lost before it runs out.
     let heartbeatNanos: Int
     /// Heartbeats in flight: number to sending time.
@@ -236,8 +254,8 @@ private final class Listener: @unchecked Sendable {
     var nextHeartbeat = 0
     let token = UInt64.random(in: 1 ... .max)
 
-    init(store: PostgresProfileStore, invalidate: @escaping @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void,
-         invalidateAll: @escaping @Sendable () -> Void) {
+    init(store: PostgresProfileStore, invalidate: @escaping @Sendable (UnsafeBufferPointer<UnsafeRawBufferPointer>, ChangeOrigin) -> Void,
+         invalidateAll: @escaping @Sendable (ChangeOrigin) -> Void) {
         self.store = store
         self.invalidate = invalidate
         self.invalidateAll = invalidateAll
@@ -255,7 +273,7 @@ private final class Listener: @unchecked Sendable {
                 // Whatever changed while nobody listened is unknown: forget it all. The cache
                 // answers again once a heartbeat sent after this comes back.
                 store.distrustCache()
-                invalidateAll()
+                invalidateAll(.elsewhere)
                 if !first { store.countReconnect() }
                 first = false
                 store.noteReachable(true)
@@ -290,12 +308,12 @@ private final class Listener: @unchecked Sendable {
                 dueAt = now + heartbeatNanos
             }
             for notification in try connection.notifications(until: min(dueAt, monotonicNanos() + heartbeatNanos)) {
-                handle(notification.payload)
+                handle(notification.payload, from: notification.senderPID)
             }
         }
     }
 
-    private func handle(_ payload: [UInt8]) {
+    private func handle(_ payload: [UInt8], from sender: Int32) {
         guard let kind = payload.first, payload.count >= 2 else { return }
         let rest = payload[2...]
         switch kind {
@@ -306,7 +324,7 @@ private final class Listener: @unchecked Sendable {
             for old in sent.keys where old <= number { sent[old] = nil }
             store.heartbeatReturned(sentAt: sentAt)
         case UInt8(ascii: "F"):
-            invalidateAll()
+            invalidateAll(store.origin(ofBackend: sender))
             store.recordInvalidation(lagSeconds: lag(rest), ids: 1)
         case UInt8(ascii: "I"):
             guard let space = rest.firstIndex(of: 0x20) else { return }
@@ -314,7 +332,8 @@ private final class Listener: @unchecked Sendable {
             ids.withUnsafeBufferPointer { views in
                 payload.withUnsafeBytes { bytes in
                     let pointers = views.map { UnsafeRawBufferPointer(rebasing: bytes[$0]) }
-                    pointers.withUnsafeBufferPointer { invalidate($0) }
+                    let origin = store.origin(ofBackend: sender)
+                    pointers.withUnsafeBufferPointer { invalidate($0, origin) }
                 }
             }
             store.recordInvalidation(lagSeconds: lag(rest[..<space]), ids: ids.count)

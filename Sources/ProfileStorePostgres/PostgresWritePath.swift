@@ -47,8 +47,15 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     }
 
     func close() throws {
-        connection?.close()
-        connection = nil
+        dropConnection()
+    }
+
+    /// Closes the connection, once the store no longer takes its backend for this server's.
+    private func dropConnection() {
+        guard let connection else { return }
+        store.writerClosing(connection.backendPID)
+        connection.close()
+        self.connection = nil
     }
 
     func commit(_ units: [any WriteUnit], knownProfile: (UnsafeRawBufferPointer) -> KnownProfile,
@@ -95,8 +102,7 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
                     continue
                 }
                 if error.sqlstate == nil {
-                    connection?.close()
-                    connection = nil
+                    dropConnection()
                     store.noteReachable(false, error.description)
                 }
                 return .failure(store.storeError(error))
@@ -110,7 +116,9 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
 
     private func connected(deadline: Int) throws(PostgresError) -> PostgresConnection {
         if let connection, !connection.isBroken { return connection }
+        dropConnection()
         let opened = try store.connect("profiled", deadline: deadline)
+        store.writerConnected(opened.backendPID)
         connection = opened
         return opened
     }

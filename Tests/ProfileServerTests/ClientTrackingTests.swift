@@ -12,7 +12,10 @@ import Testing
         ">2\r\n$10\r\ninvalidate\r\n*\(keys.count)\r\n" + keys.map { "$\($0.utf8.count)\r\n\($0)\r\n" }.joined()
     }
 
+    /// A RESP3 client with CLIENT TRACKING ON and `options`, once the server's cache is vouched
+    /// for (a node over PostgreSQL tells tracking clients to drop everything until then).
     static func tracking(_ server: TestServer, _ options: String...) throws -> RESPTestClient {
+        try server.waitForLease()
         let client = try server.connectRESP()
         #expect(try client.call("HELLO", "3").hasPrefix("%8\r\n"))
         #expect(try client.call(["CLIENT", "TRACKING", "ON"] + options) == "+OK\r\n")
@@ -59,6 +62,36 @@ import Testing
         #expect(try reader.reply() == ":0\r\n")
         #expect(try line.roundTrip("FLUSHALL\n") == "OK")
         #expect(try reader.reply() == ">2\r\n$10\r\ninvalidate\r\n_\r\n")
+    }
+
+    /// A change is told once. A node over PostgreSQL hears of its own commits again when their
+    /// notifications come back; those are not told again, so a client that read its own write
+    /// back keeps it, and NOLOOP holds.
+    @Test func aChangeIsToldOnceThoughItsNotificationComesBack() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let reader = try Self.tracking(server, "NOLOOP")
+        let writer = try server.connectRESP()
+        let line = try server.connect()
+        func invalidationsReceived() throws -> Int { try Self.stats(server)["invalidations_received"] ?? 0 }
+        /// Over PostgreSQL, waits until the store's notifications of `count` ids in all came back.
+        func waitForNotifications(_ count: Int) throws {
+            guard server.isOverPostgres else { return }
+            for _ in 0..<400 where try invalidationsReceived() < count { usleep(10_000) }
+            #expect(try invalidationsReceived() >= count)
+        }
+        #expect(try reader.call("HGET", "a", "name") == "_\r\n")
+        #expect(try reader.call("HSET", "a", "name", "A") == ":1\r\n")
+        #expect(try reader.call("HGET", "a", "name") == "$1\r\nA\r\n")
+        #expect(try reader.call("HGET", "b", "name") == "_\r\n")
+        #expect(try writer.call("HSET", "b", "name", "B") == ":1\r\n")
+        #expect(try reader.reply() == Self.push("b"))
+        #expect(try reader.call("HGET", "b", "name") == "$1\r\nB\r\n")
+        try waitForNotifications(2)
+        #expect(try line.roundTrip("FLUSHALL\n") == "OK")
+        #expect(try reader.reply() == ">2\r\n$10\r\ninvalidate\r\n_\r\n")
+        try waitForNotifications(3)
+        #expect(try reader.call("PING") == "+PONG\r\n")
+        #expect(try Self.stats(server)["tracking_invalidations_sent"] == 2)
     }
 
     /// A RESP3 client whose redirect's client has gone is told so when an invalidation is due,

@@ -9,12 +9,8 @@ import Testing
     static let script = repositoryPath("Tests/RESPClients/resp_differential.py")
 
     /// `subjectTLS`: reach the subject over TLS (a profiled's `--resp-tls-port`).
-    /// `overPostgres`: the subject is a node over PostgreSQL, which may tell a change to a
-    /// tracking client twice (docs/RESP.md): the client-side caching scenarios are left out.
-    static func differential(reference: UInt16, subject: UInt16, subjectTLS: Bool = false, token: String? = nil,
-                             overPostgres: Bool = false) throws -> CommandOutput {
+    static func differential(reference: UInt16, subject: UInt16, subjectTLS: Bool = false, token: String? = nil) throws -> CommandOutput {
         var arguments = ["python3", script, "--reference", "127.0.0.1:\(reference)", "--subject", "127.0.0.1:\(subject)"]
-        if overPostgres { arguments.append("--no-tracking") }
         if let token { arguments += ["--token", token] }
         if subjectTLS { arguments += ["--subject-tls-ca", try TestCertificates.shared().caCertificate] }
         return try runCommand(arguments, timeoutSeconds: 120)
@@ -23,8 +19,7 @@ import Testing
     @Test func sameRepliesAsRedis() throws {
         let redis = try RedisServer()
         let server = try TestServer(["--resp-port", "0"])
-        let run = try Self.differential(reference: redis.port, subject: server.respFrontPort, subjectTLS: testTransportIsTLS,
-                                         overPostgres: server.isOverPostgres)
+        let run = try Self.differential(reference: redis.port, subject: server.respFrontPort, subjectTLS: testTransportIsTLS)
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(server.log)")
     }
 
@@ -37,7 +32,7 @@ import Testing
         writeText(directory + "/tokens", "admin admin-token\n")
         let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"])
         let run = try Self.differential(reference: redis.port, subject: server.respFrontPort, subjectTLS: testTransportIsTLS,
-                                         token: "admin-token", overPostgres: server.isOverPostgres)
+                                         token: "admin-token")
         #expect(run.status == 0, "\(run)\n--- profiled's log:\n\(server.log)")
     }
 

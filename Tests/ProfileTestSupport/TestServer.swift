@@ -102,6 +102,23 @@ public final class TestServer {
     /// Whether this node's store is a PostgreSQL database.
     public var isOverPostgres: Bool { arguments.contains("--postgres") }
 
+    /// Over PostgreSQL, waits (at most 20 s) until a heartbeat has come back and the node's
+    /// cache is vouched for (docs/CLUSTER.md): a read then no longer counts in
+    /// `lease_expired_reads`. Until then the node tells its tracking clients to drop everything
+    /// every lease, which a test of pushes must not meet. Returns at once over a store file.
+    public func waitForLease() throws {
+        guard isOverPostgres else { return }
+        let client = try connect()
+        func expiredReads() throws -> String { try client.stats().first { $0.name == "lease_expired_reads" }?.value ?? "" }
+        for _ in 0..<400 {
+            let before = try expiredReads()
+            _ = try client.get(Array("lease-probe".utf8))
+            if try expiredReads() == before { return }
+            usleep(50_000)
+        }
+        throw TestFailure("no heartbeat came back in 20 s: \(log)")
+    }
+
     /// The RESP listener's port, when started with `--resp-port`; else 0.
     public private(set) var respPort: UInt16 = 0
 

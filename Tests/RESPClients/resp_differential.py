@@ -18,7 +18,7 @@ portraitUri may have 2,048 bytes) and, with --token, `--requirepass TOKEN`; the 
 needs the token with the admin role.
 
 Usage: resp_differential.py --reference HOST:PORT --subject HOST:PORT [--token TOKEN]
-                            [--only SCENARIO ...] [--no-tracking]
+                            [--only SCENARIO ...]
 Exits 0 when every reply matched, 1 when some differed (each difference is printed with its
 scenario, step, request and both replies), 2 when the arguments are wrong.
 """
@@ -922,9 +922,6 @@ def main():
     parser.add_argument("--subject", type=host_port, required=True, help="HOST:PORT of the server under test")
     parser.add_argument("--token", help="the password of the reference and an admin token of the subject")
     parser.add_argument("--only", action="append", help="run only this scenario (repeatable)")
-    parser.add_argument("--no-tracking", action="store_true",
-                        help="skip the client-side caching scenarios: for a node over PostgreSQL, which may tell a"
-                             " change twice (at its commit, and when its notification comes back)")
     parser.add_argument("--subject-tls-ca", help="reach the subject over TLS, checking its certificate against this CA")
     options = parser.parse_args()
     names = [f.__name__ for f in SCENARIOS]
@@ -937,8 +934,6 @@ def main():
         if options.only and function.__name__ not in options.only:
             continue
         if function is authentication and options.token is None:
-            continue
-        if options.no_tracking and function.__name__.startswith("tracking_"):
             continue
         runs, found = [], []
         for name, address, tls_ca in (("redis", options.reference, None),
