@@ -163,12 +163,12 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
             if !connection.isBroken { try? connection.execute("ROLLBACK", deadline: deadline) }
             throw error
         }
-        // What to write; for puts alone, worked out before anything is known of the rows.
-        var written = plan
-        written.work()
+        // Puts alone are worked out with nothing known of the rows: which profiles existed
+        // comes back from the upsert, and completes their outcomes.
+        plan.work()
         var writes: [(sql: String, parameters: [[UInt8]?])] = []
-        if written.clears { writes.append(("TRUNCATE profiles", [])) }
-        let present = written.presentAfter
+        if plan.clears { writes.append(("TRUNCATE profiles", [])) }
+        let present = plan.presentAfter
         if !present.isEmpty {
             // Sequences are drawn row by row after the sort, so in operation order. A row the
             // upsert updated carries the updating transaction in xmax; a new one has none.
@@ -179,11 +179,11 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
                 ORDER BY position
                 ON CONFLICT (user_id) DO UPDATE
                 SET name = EXCLUDED.name, portrait_uri = EXCLUDED.portrait_uri, seq = EXCLUDED.seq
-                """ + (plan.isPutsOnly ? "\nRETURNING user_id, xmax = 0" : ""), written.upsertParameters(present)))
+                """ + (plan.isPutsOnly ? "\nRETURNING user_id, xmax = 0" : ""), plan.upsertParameters(present)))
         }
-        let removed = written.removedAfter
+        let removed = plan.removedAfter
         if !removed.isEmpty {
-            writes.append(("DELETE FROM profiles WHERE user_id = ANY($1::text[])", [written.literal(of: removed)]))
+            writes.append(("DELETE FROM profiles WHERE user_id = ANY($1::text[])", [plan.literal(of: removed)]))
         }
         writes.append(("COMMIT", []))
         let results = try finish(connection, writes, transaction: transaction, deadline: deadline)
@@ -197,9 +197,6 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
                 // profiles existed is not known, and the row count waits for the next count.
                 plan.existedAll()
             }
-            plan.work()
-        } else {
-            plan = written
         }
         if plan.clears {
             store.setRowCount(plan.presentAfter.count)
@@ -268,24 +265,36 @@ private struct CommitOutcomeError: Error {
 /// One group commit worked out in memory: the ids it touches, their rows as PostgreSQL had
 /// them, each operation's outcome, and what to write.
 ///
+/// Everything about an id is kept in arrays at its index, found once per operation when the
+/// plan is made: the plan runs on every SET, and hashing byte arrays in dictionaries was most of
+/// the node's own CPU per SET over PostgreSQL (callgrind).
+///
 /// Threading: the writer thread.
 private struct PlannedCommit {
+    typealias Row = (name: [UInt8], portraitUri: [UInt8])
     let units: [any WriteUnit]
     /// Distinct ids, in the order they first appear.
     private(set) var ids: [[UInt8]] = []
     private var indexOf: [[UInt8]: Int] = [:]
+    /// Each operation's id index, in unit order (-1 for a removal of everything).
+    private var operationIds: [Int] = []
     /// Rows as PostgreSQL had them, by id index.
-    private var existing: [Int: (name: [UInt8], portraitUri: [UInt8])] = [:]
-    /// Ids PostgreSQL had, whose fields were not read (a commit of puts alone).
-    private var existingUnread: Set<Int> = []
+    private var existing: [Row?] = []
+    /// PostgreSQL had the id, whose fields were not read (a commit of puts alone).
+    private var existingUnread: [Bool] = []
+    /// Whether an operation has changed the id so far, and what it left (nil: absent); ids
+    /// not changed are as `existing` has them, or absent once `clears`.
+    private var changed: [Bool] = []
+    private var current: [Row?] = []
+    /// The serial of the last operation that wrote each id (0: none), for the order of write
+    /// sequences.
+    private var lastWrite: [Int] = []
+    /// The outcome of the first operation on each id, whose state before is the row's as
+    /// PostgreSQL had it.
+    private var firstOutcome: [Int] = []
+    private(set) var clears = false
     /// Every operation is a put: what to write does not depend on the rows as they are.
     let isPutsOnly: Bool
-    /// What the operations left so far, by id index (nil: absent); ids not here are as
-    /// `existing` has them, or absent once `clears`.
-    private var current: [Int: (name: [UInt8], portraitUri: [UInt8])?] = [:]
-    /// The last operation that wrote each id, for the order of write sequences.
-    private var lastWrite: [Int: Int] = [:]
-    private(set) var clears = false
     /// Each operation's outcome, in unit order; rows after lie in `bytes`.
     private var outcomes: [OperationOutcome] = []
     private var bytes: [UInt8] = []
@@ -298,15 +307,27 @@ private struct PlannedCommit {
             for index in 0..<unit.operationCount {
                 let operation = unit.operation(at: index)
                 if case .put = operation {} else { isPutsOnly = false }
-                guard let userId = operation.userId else { continue }
+                guard let userId = operation.userId else {
+                    operationIds.append(-1)
+                    continue
+                }
                 let id = Array(userId)
-                if indexOf[id] == nil {
+                if let known = indexOf[id] {
+                    operationIds.append(known)
+                } else {
                     indexOf[id] = ids.count
+                    operationIds.append(ids.count)
                     ids.append(id)
                 }
             }
         }
         self.isPutsOnly = isPutsOnly
+        existing = Array(repeating: nil, count: ids.count)
+        existingUnread = Array(repeating: false, count: ids.count)
+        changed = Array(repeating: false, count: ids.count)
+        current = Array(repeating: nil, count: ids.count)
+        lastWrite = Array(repeating: 0, count: ids.count)
+        firstOutcome = Array(repeating: -1, count: ids.count)
     }
 
     var idsLiteral: [UInt8] { literal(of: Array(ids.indices)) }
@@ -320,29 +341,31 @@ private struct PlannedCommit {
         existing[index] = (Array(row.name), Array(row.portraitUri))
     }
 
-    /// PostgreSQL has the profile `userId`, whose fields were not read.
+    /// After `work`, for a commit of puts alone: PostgreSQL had the profile `userId`, whose
+    /// fields were not read. The first operation on it found it present; its fields are
+    /// reported as filled, as the SQLite store does when only a profile's presence is known.
     mutating func existed(_ userId: UnsafeRawBufferPointer) {
         guard let index = indexOf[Array(userId)] else { return }
-        existingUnread.insert(index)
+        markExisted(index)
     }
 
-    /// Every id is taken to have existed: the commit went through, and what the upsert
-    /// returned was lost.
-    mutating func existedAll() { existingUnread = Set(ids.indices) }
+    /// After `work`, for a commit of puts alone: every id is taken to have existed, since the
+    /// commit went through and what the upsert returned was lost.
+    mutating func existedAll() {
+        for index in ids.indices { markExisted(index) }
+    }
 
-    private func now(_ index: Int) -> (name: [UInt8], portraitUri: [UInt8])? {
-        if let value = current[index] { return value }
+    private mutating func markExisted(_ index: Int) {
+        existingUnread[index] = true
+        if firstOutcome[index] >= 0 { outcomes[firstOutcome[index]].before = .present(hasName: true, hasPortraitUri: true) }
+    }
+
+    private func now(_ index: Int) -> Row? {
+        if changed[index] { return current[index] }
         return clears ? nil : existing[index]
     }
 
-    /// The profile's state before the next operation on it. Fields not read are reported as
-    /// filled, as the SQLite store does when only the profile's presence is known.
-    private func stateNow(_ index: Int) -> ProfileState {
-        if current[index] == nil && !clears && existingUnread.contains(index) { return .present(hasName: true, hasPortraitUri: true) }
-        return Self.state(now(index))
-    }
-
-    private static func state(_ row: (name: [UInt8], portraitUri: [UInt8])?) -> ProfileState {
+    private static func state(_ row: Row?) -> ProfileState {
         guard let row else { return .absent }
         return .present(hasName: !row.name.isEmpty, hasPortraitUri: !row.portraitUri.isEmpty)
     }
@@ -353,14 +376,14 @@ private struct PlannedCommit {
         for unit in units {
             unitStarts.append(outcomes.count)
             for index in 0..<unit.operationCount {
+                apply(unit.operation(at: index), id: operationIds[serial], serial: serial + 1)
                 serial += 1
-                apply(unit.operation(at: index), serial: serial)
             }
         }
     }
 
-    private mutating func apply(_ operation: WriteOperation, serial: Int) {
-        func record(_ index: Int, before: ProfileState, after: (name: [UInt8], portraitUri: [UInt8])?, changed: Bool) {
+    private mutating func apply(_ operation: WriteOperation, id index: Int, serial: Int) {
+        func record(before: ProfileState, after: Row?, changed: Bool) {
             var userId = 0..<0, name = 0..<0, portraitUri = 0..<0
             if let after {
                 userId = append(ids[index])
@@ -369,22 +392,22 @@ private struct PlannedCommit {
             } else if changed {
                 userId = append(ids[index])
             }
+            if firstOutcome[index] < 0 { firstOutcome[index] = outcomes.count }
             outcomes.append(OperationOutcome(before: before, exists: after != nil, changed: changed,
                                              userId: userId, name: name, portraitUri: portraitUri))
             if changed {
-                current[index] = .some(after)
+                self.changed[index] = true
+                current[index] = after
                 lastWrite[index] = serial
             }
         }
         switch operation {
-        case .put(let userId, let name, let portraitUri):
-            let index = indexOf[Array(userId)]!
-            record(index, before: stateNow(index), after: (Array(name), Array(portraitUri)), changed: true)
-        case .patch(let userId, let nameEdit, let portraitUriEdit, let createsMissing, let removesEmptied):
-            let index = indexOf[Array(userId)]!
+        case .put(_, let name, let portraitUri):
+            record(before: Self.state(now(index)), after: (Array(name), Array(portraitUri)), changed: true)
+        case .patch(_, let nameEdit, let portraitUriEdit, let createsMissing, let removesEmptied):
             let old = now(index)
             guard old != nil || createsMissing else {
-                return record(index, before: .absent, after: nil, changed: false)
+                return record(before: .absent, after: nil, changed: false)
             }
             func edit(_ edit: FieldEdit, _ value: [UInt8]) -> ([UInt8], Bool) {
                 switch edit {
@@ -396,22 +419,23 @@ private struct PlannedCommit {
             let (name, nameChanged) = edit(nameEdit, old?.name ?? [])
             let (portraitUri, portraitUriChanged) = edit(portraitUriEdit, old?.portraitUri ?? [])
             if removesEmptied && name.isEmpty && portraitUri.isEmpty {
-                return record(index, before: Self.state(old), after: nil, changed: old != nil)
+                return record(before: Self.state(old), after: nil, changed: old != nil)
             }
             let changed = nameChanged || portraitUriChanged || old == nil
-            record(index, before: Self.state(old), after: (name, portraitUri), changed: changed)
-        case .remove(let userId):
-            let index = indexOf[Array(userId)]!
+            record(before: Self.state(old), after: (name, portraitUri), changed: changed)
+        case .remove:
             let old = now(index)
-            record(index, before: Self.state(old), after: nil, changed: old != nil)
-        case .read(let userId):
-            let index = indexOf[Array(userId)]!
+            record(before: Self.state(old), after: nil, changed: old != nil)
+        case .read:
             let old = now(index)
-            record(index, before: Self.state(old), after: old, changed: false)
+            record(before: Self.state(old), after: old, changed: false)
         case .removeAll:
             clears = true
-            current.removeAll()
-            lastWrite.removeAll()
+            for id in ids.indices {
+                changed[id] = false
+                current[id] = nil
+                lastWrite[id] = 0
+            }
             outcomes.append(OperationOutcome(before: .absent, exists: false, changed: true, userId: 0..<0, name: 0..<0,
                                              portraitUri: 0..<0))
         }
@@ -425,18 +449,18 @@ private struct PlannedCommit {
 
     /// Ids written that end up present, by their last write: the order write sequences go in.
     var presentAfter: [Int] {
-        lastWrite.keys.filter { current[$0].map { $0 != nil } ?? false }.sorted { lastWrite[$0]! < lastWrite[$1]! }
+        ids.indices.filter { changed[$0] && current[$0] != nil }.sorted { lastWrite[$0] < lastWrite[$1] }
     }
 
     /// Ids that end up absent and that PostgreSQL has (after a TRUNCATE, none).
     var removedAfter: [Int] {
         guard !clears else { return [] }
-        return current.keys.filter { current[$0]! == nil && existing[$0] != nil }.sorted()
+        return ids.indices.filter { changed[$0] && current[$0] == nil && existing[$0] != nil }
     }
 
     /// The upsert's three arrays, `present` in order.
     func upsertParameters(_ present: [Int]) -> [[UInt8]?] {
-        let rows = present.map { current[$0]!! }
+        let rows = present.map { current[$0]! }
         return [
             literal(of: present),
             PostgresArray.textLiteral(rows.map(\.name)),
@@ -448,7 +472,7 @@ private struct PlannedCommit {
     var rowCountChange: Int {
         var change = 0
         for index in ids.indices {
-            let existed = existing[index] != nil || existingUnread.contains(index)
+            let existed = existing[index] != nil || existingUnread[index]
             if existed != (now(index) != nil) { change += existed ? -1 : 1 }
         }
         return change
