@@ -222,7 +222,7 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
             if !connection.isBroken { try? connection.execute("ROLLBACK", deadline: deadline) }
             throw failure
         }
-        self.connection = nil
+        dropConnection()
         switch status(of: transaction) {
         case "committed": return nil
         case "aborted": throw failure
