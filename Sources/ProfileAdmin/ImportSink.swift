@@ -134,13 +134,19 @@ final class ServerSink: ImportSink {
 ///
 /// Threading: one thread at a time.
 final class StoreSink: ImportSink {
-    private let store: SQLiteProfileStore
-    let writer: any ProfileWriter
+    let writer: OfflineStoreWriter
     private(set) var written = 0
 
-    init(_ store: SQLiteProfileStore) throws {
-        self.store = store
-        writer = try store.makeWriter()
+    /// Opens the store at `path` for the import, naming a running server as the reason it is
+    /// locked. The writer's page cache is 32 MiB: an offline import writes its rows sorted by
+    /// id, which changes each page once, so a larger cache bought no speed (a million random
+    /// ids took the same time with 256 MiB) and only raised peak memory (220 MB against 117 MB).
+    init(path: String) throws(AdminError) {
+        do {
+            writer = try OfflineStoreWriter(path: path, cacheMebibytes: 32)
+        } catch {
+            throw storeOpenFailure(error, path: path, instead: "import online")
+        }
     }
 
     /// Counts the rows of a committed transaction.
@@ -152,22 +158,24 @@ final class StoreSink: ImportSink {
     /// one file.
     func finish() throws {
         try writer.checkpoint()
-        store.removeLockFile()
+        writer.removeLockFile()
     }
 }
 
 /// Opens a store for profilectl, naming a running server as the reason it is locked.
-///
-/// The writer's page cache is 32 MiB: an offline import writes its rows sorted by id, which
-/// changes each page once, so a larger cache bought no speed (a million random ids took the
-/// same time with 256 MiB) and only raised peak memory (220 MB against 117 MB).
 func openStore(_ path: String, instead: String) throws(AdminError) -> SQLiteProfileStore {
     do {
         return try SQLiteProfileStore(path: path, writerCacheMebibytes: 32)
     } catch {
-        if error.kind == .locked {
-            throw AdminError.file("\(path) is in use by a running profiled; stop it or \(instead)")
-        }
-        throw AdminError.file(error.description)
+        throw storeOpenFailure(error, path: path, instead: instead)
     }
+}
+
+/// Why profilectl could not open the store at `path`; `instead` is what to do while a server
+/// holds it.
+private func storeOpenFailure(_ error: StoreError, path: String, instead: String) -> AdminError {
+    if error.kind == .locked {
+        return AdminError.file("\(path) is in use by a running profiled; stop it or \(instead)")
+    }
+    return AdminError.file(error.description)
 }

@@ -159,7 +159,7 @@ private final class ImportRun {
     func run() throws {
         do {
             if let path = options.databasePath {
-                let store = try StoreSink(openStore(path, instead: "import online"))
+                let store = try StoreSink(path: path)
                 sink = store
                 try runOffline(store)
             } else {
@@ -194,28 +194,28 @@ private final class ImportRun {
     /// transaction, so fewer, larger commits write far less, and sorted writes touch each page
     /// once. The batch keeps its rows in sorted runs in a temporary file, so memory stays flat.
     /// File order still decides which rows are newer. A strict stop rolls back the transaction
-    /// it happens in.
+    /// it happens in. A transaction begins only with a row to write (but the first, which makes
+    /// the store of an empty import), since reopening a store that the first one built checks
+    /// every page of it.
     private func runOffline(_ sink: StoreSink) throws {
         let transactionRows = options.batchSize ?? ImportOptions.defaultStoreBatch
         let batch = sink.writer.makeUpsertBatch()
         defer { batch.removeAll() }
-        var more = true
-        while more {
+        // The parser's views stay valid until the next row is asked for.
+        var row = try nextRow()
+        repeat {
             let rows = try sink.writer.transaction { () throws -> Int in
                 var rows = 0
-                while rows < transactionRows {
-                    guard let row = try nextRow() else {
-                        more = false
-                        break
-                    }
-                    try batch.append(userId: row.userId, name: row.name, portraitUri: row.portraitUri)
+                while let current = row, rows < transactionRows {
+                    try batch.append(userId: current.userId, name: current.name, portraitUri: current.portraitUri)
                     rows += 1
+                    row = try nextRow()
                 }
                 try sink.writer.upsert(batch)
                 return rows
             }
             sink.committed(rows)
-        }
+        } while row != nil
         try sink.finish()
     }
 

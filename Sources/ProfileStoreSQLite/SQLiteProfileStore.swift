@@ -49,9 +49,15 @@ public final class SQLiteProfileStore: LocalProfileStore {
     /// - Throws: `.locked` while another store holds the file; `.notADatabase`,
     ///   `.newerSchema` or `.corrupt` for a file it will not use, which it leaves
     ///   untouched; otherwise what SQLite or the system reports.
-    public init(path: String, synchronous: SynchronousMode = .normal, busyTimeoutMilliseconds: Int32 = 5000,
+    public convenience init(path: String, synchronous: SynchronousMode = .normal, busyTimeoutMilliseconds: Int32 = 5000,
                 writerCacheMebibytes: Int = 256, writeBufferBytes: Int = 256 << 20) throws(StoreError) {
-        file = try StoreFile(path: path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        try self.init(file: StoreFile(path: path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds),
+                      writerCacheMebibytes: writerCacheMebibytes, writeBufferBytes: writeBufferBytes)
+    }
+
+    /// Opens the store in `file`, whose lock the caller took.
+    init(file: StoreFile, writerCacheMebibytes: Int, writeBufferBytes: Int = 256 << 20) throws(StoreError) {
+        self.file = file
         writerCacheKibibytes = writerCacheMebibytes * 1024
         buffer = WriteBuffer(limitBytes: writeBufferBytes)
         do {

@@ -1,6 +1,7 @@
 import CSQLite
 import Glibc
 import ProfileStore
+import ProfileSystem
 import WireBytes
 
 /// Writes the profile table directly, for offline tools (an import into a store file that no
@@ -54,15 +55,27 @@ final class SQLiteProfileWriter: ProfileWriter {
     private let recencyBatchStatement: Statement
     private let checkpointStatement: Statement
     private let pending = PendingUpserts()
+    /// Writes `recent` for the runs a batch spills while the caller fills it; made at the first.
+    private var recencyAhead: RecencyAhead?
     /// The write sequence of the newest row, while `isInTransaction`.
     private var lastSequence: Int64 = 0
     private var isInTransaction = false
     /// The first write of this transaction that failed.
     private var failure: StoreError?
 
-    init(file: StoreFile, cacheKibibytes: Int) throws(StoreError) {
-        connection = try Connection(file: file)
+    convenience init(file: StoreFile, cacheKibibytes: Int) throws(StoreError) {
+        let connection = try Connection(file: file)
         try Self.configureForLargeTransactions(connection, cacheKibibytes: cacheKibibytes)
+        try self.init(connection: connection)
+    }
+
+    /// A writer over `connection`, configured by the caller.
+    deinit {
+        recencyAhead?.stop()
+    }
+
+    init(connection: Connection) throws(StoreError) {
+        self.connection = connection
         beginStatement = try Statement(connection, "BEGIN IMMEDIATE")
         commitStatement = try Statement(connection, "COMMIT")
         rollbackStatement = try Statement(connection, "ROLLBACK")
@@ -122,23 +135,62 @@ final class SQLiteProfileWriter: ProfileWriter {
         do {
             lastSequence = try lastSequenceStatement.firstInteger()
             let result = try body()
+            // A batch filled and never upserted may still have its recency being written.
+            try finishRecencyAhead()
             if let failure { throw failure }
             try commitStatement.checkFault()
             try commitStatement.run()
             return result
         } catch {
+            try? finishRecencyAhead()
             rollbackStatement.rollBackIfOpen()
             throw error
         }
     }
 
+    /// Batches tell the writer of each run they spill: inside a transaction, the run's recency
+    /// rows are written on `recencyAhead`'s thread while the caller goes on reading its input,
+    /// so that its parsing and SQLite's work overlap.
     func makeUpsertBatch() -> UpsertBatch {
-        let path = connection.file.path
-        var directory = "."
-        if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) {
-            directory = slash == path.utf8.startIndex ? "/" : String(Substring(path.utf8[..<slash]))
+        let batch = UpsertBatch(beside: connection.file.path)
+        batch.spilled = { [unowned self] ids in takeSpilled(ids) }
+        return batch
+    }
+
+    /// A batch's `spilled`: takes the run's recency when in a transaction.
+    func takeSpilled(_ ids: UpsertBatch.SpilledIds) -> Bool {
+        guard isInTransaction else { return false }
+        let ahead = recencyAhead ?? RecencyAhead(writer: self)
+        recencyAhead = ahead
+        ahead.post(ids, base: lastSequence)
+        return true
+    }
+
+    /// Waits until `recencyAhead` has written every run posted to it; the connection is this
+    /// thread's again then. Throws (and dooms the transaction with) the first error it met.
+    func finishRecencyAhead() throws(StoreError) {
+        guard let error = recencyAhead?.finish() else { return }
+        if failure == nil { failure = error }
+        throw error
+    }
+
+    /// Appends one spilled run's ids to `recent`: on `recencyAhead`'s thread, while the thread
+    /// that owns the writer does not touch the connection.
+    fileprivate func writeRecency(_ ids: UpsertBatch.SpilledIds, base: Int64, pending: PendingUpserts) throws(StoreError) {
+        defer { pending.removeAll() }
+        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+        let write = { (pending: PendingUpserts) throws(StoreError) in
+            try pending.write(single: self.recencyStatement, batch: self.recencyBatchStatement) { statement, rows throws(StoreError) in
+                try statement.checkFault()
+                try pending.bindRecency(rows, to: statement)
+                _ = try statement.step()
+            }
         }
-        return UpsertBatch(directory: directory, path: path)
+        try ids.forEach { (position, userId) throws(StoreError) in
+            if pending.count == PendingUpserts.batchRows { try write(pending) }
+            pending.append(userId: userId, name: empty, portraitUri: empty, sequence: base + Int64(position) + 1)
+        }
+        try write(pending)
     }
 
     func upsert(_ batch: UpsertBatch) throws {
@@ -151,6 +203,7 @@ final class SQLiteProfileWriter: ProfileWriter {
             // A batch that failed part way leaves rows pending, which its doomed transaction drops.
             pending.removeAll()
         }
+        try finishRecencyAhead()
         do throws(StoreError) {
             let base = lastSequence
             try batch.forEachSorted { (row, position) throws(StoreError) in
@@ -169,7 +222,8 @@ final class SQLiteProfileWriter: ProfileWriter {
             // the table, with no sort (in id order the sequences are random, and inserting
             // them cost more than the profiles themselves). A repeated id's earlier rows are
             // stale at once, as after any rewrite. Both in this transaction, so no commit, and
-            // no kill at any moment, can leave `recent` behind the table.
+            // no kill at any moment, can leave `recent` behind the table. The runs the batch
+            // spilled in the transaction are there already (`recencyAhead`).
             try batch.forEachInInputOrder { (position, userId) throws(StoreError) in
                 if pending.count == PendingUpserts.batchRows { try writePendingRecency() }
                 pending.append(userId: userId, name: UnsafeRawBufferPointer(start: nil, count: 0),
@@ -221,5 +275,78 @@ final class SQLiteProfileWriter: ProfileWriter {
             if failure == nil { failure = error }
             throw error
         }
+    }
+}
+
+/// A thread of the offline writer that appends a batch's spilled runs to `recent` while the
+/// importing thread goes on parsing: the two take about a quarter of an import's instructions
+/// each, and a machine has a second core. The writer's connection is lent to this thread from
+/// `post` until `finish` returns, and the importing thread only fills its batch meanwhile.
+///
+/// Threading: `post`, `finish` and `stop` from the writer's thread; the work on a thread of its own.
+private final class RecencyAhead: @unchecked Sendable {
+    private unowned let writer: SQLiteProfileWriter
+    private let lock = ConditionLock()
+    /// Runs posted and not yet written, with the sequence their positions count from.
+    private var queue: [(ids: UpsertBatch.SpilledIds, base: Int64)] = []
+    /// Whether the thread is writing a run it took from the queue.
+    private var writing = false
+    private var stopping = false
+    /// The first error since the last `finish`; later runs are skipped.
+    private var failure: StoreError?
+    private var thread: pthread_t?
+    /// The thread's own rows pending for a statement.
+    private let pending = PendingUpserts()
+
+    init(writer: SQLiteProfileWriter) {
+        self.writer = writer
+    }
+
+    func post(_ ids: UpsertBatch.SpilledIds, base: Int64) {
+        if thread == nil { thread = startThread("import-recency") { [self] in run() } }
+        lock.lock()
+        queue.append((ids, base))
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    /// Waits until every posted run is written, and returns the first error since the last call.
+    func finish() -> StoreError? {
+        lock.lock()
+        defer { lock.unlock() }
+        while writing || !queue.isEmpty { lock.wait() }
+        defer { failure = nil }
+        return failure
+    }
+
+    /// Ends the thread; the last call.
+    func stop() {
+        guard let thread else { return }
+        lock.lock()
+        stopping = true
+        lock.broadcast()
+        lock.unlock()
+        pthread_join(thread, nil)
+    }
+
+    private func run() {
+        lock.lock()
+        while true {
+            while queue.isEmpty && !stopping { lock.wait() }
+            if queue.isEmpty { break }
+            let (ids, base) = queue.removeFirst()
+            let skip = failure != nil
+            writing = true
+            lock.unlock()
+            var error: StoreError?
+            if !skip {
+                do throws(StoreError) { try writer.writeRecency(ids, base: base, pending: pending) } catch let failed { error = failed }
+            }
+            lock.lock()
+            writing = false
+            if failure == nil { failure = error }
+            lock.broadcast()
+        }
+        lock.unlock()
     }
 }

@@ -69,6 +69,9 @@ final class StoreFile: Sendable {
                 && held.st_dev == named.st_dev && held.st_ino == named.st_ino {
                 lockDescriptor = descriptor
                 createdLockFile = created
+                // Only the lock's holder builds a new file (`OfflineStoreWriter`): one found now
+                // is what a killed import left, never a store.
+                unlink(Self.buildingPath(of: path))
                 return
             }
             close(descriptor)
@@ -99,11 +102,14 @@ final class StoreFile: Sendable {
 
     static func lockPath(of path: String) -> String { path + ".lock" }
 
+    /// Where an offline import builds a new store before it takes the store's name.
+    static func buildingPath(of path: String) -> String { path + ".building" }
+
     /// The database at `path` and every file the store keeps beside it: its WAL and
-    /// shared-memory files, its lock, the write log's segments there are now, and the write
-    /// log of earlier versions.
+    /// shared-memory files, its lock, a new file an import is building, the write log's
+    /// segments there are now, and the write log of earlier versions.
     static func paths(of path: String) -> [String] {
-        [path, path + "-wal", path + "-shm", lockPath(of: path)]
+        [path, path + "-wal", path + "-shm", lockPath(of: path), buildingPath(of: path)]
             + WriteLogFile.segmentNumbers(of: path).map { WriteLogFile.segmentPath(of: path, number: $0) }
             + LegacyWriteLog.paths(of: path)
     }
@@ -133,6 +139,12 @@ final class StoreFile: Sendable {
 private func cannotOpen(_ what: String, errno error: Int32, path: String) -> StoreError {
     StoreError(kind: .other, resultCode: SQLITE_CANTOPEN,
                message: "\(what): \(String(cString: strerror(error)))", path: path)
+}
+
+/// The directory holding `path`.
+func directoryPath(of path: String) -> String {
+    guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+    return slash == path.utf8.startIndex ? "/" : String(Substring(path.utf8[..<slash]))
 }
 
 /// mkdir -p of the directory holding `path`, with mode 0755.

@@ -87,4 +87,38 @@ import Testing
         #expect(try inspect(store) == (true, "ok", Int64(rows + 1)))
         #expect(try recent(store, 1) == ["u\(rows - 1) Name \(rows - 1)"])
     }
+
+    @Test func anImportIntoANewFileKilledBeforeItsFirstCommitLeavesNoStore() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeDirectory(dir) }
+        let rows = 200_000
+        let path = file(dir, "big.csv", generatedCSV(rows))
+        // One transaction: the file is built under another name, and takes the store's only whole.
+        for (index, delay) in ([30_000, 150_000, 300_000, 500_000, 800_000] as [useconds_t]).enumerated() {
+            let store = dir + "/p\(index).sqlite3"
+            let pid = try spawn(executable("profilectl"), args: ["import", path, "--db", store], stderrPath: dir + "/stderr")
+            usleep(delay)
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            if access(store, F_OK) == 0 {
+                #expect(try inspect(store) == (true, "ok", Int64(rows)), "killed after \(delay) µs")
+            }
+            // The next import finds no store, or a whole one, and leaves nothing else beside it.
+            let run = try profilectl(["import", path, "--db", store, "--batch", "70000"])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(directoryEntries(dir).filter { $0.hasPrefix("p\(index).") } == ["p\(index).sqlite3"])
+            #expect(try inspect(store) == (true, "ok", Int64(rows)))
+        }
+    }
+
+    @Test func aStrictImportThatStopsInItsFirstTransactionMakesNoStore() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeDirectory(dir) }
+        let path = file(dir, "a.csv", generatedCSV(500) + "u500,only two fields\n")
+        let run = try profilectl(["import", path, "--strict", "--db", dir + "/p.sqlite3"])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("read 501, written 0, rejected 1"), "\(run.stderr)")
+        #expect(directoryEntries(dir) == ["a.csv"])
+    }
 }

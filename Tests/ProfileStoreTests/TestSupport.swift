@@ -168,3 +168,17 @@ func storeError(_ body: () throws -> Void, sourceLocation: SourceLocation = #_so
     }
     return nil
 }
+
+/// The names in `directory`, sorted, without "." and "..".
+func fileNames(in directory: String) -> [String] {
+    var names: [String] = []
+    guard let handle = opendir(directory) else { return names }
+    defer { closedir(handle) }
+    while let entry = readdir(handle) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) {
+            String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names.sorted()
+}

@@ -25,16 +25,7 @@ private struct Abort: Error {}
 
     /// Files in the store's directory: the runs' file has no name, so none may be left.
     func entries() -> [String] {
-        var names: [String] = []
-        guard let handle = opendir(directory.path) else { return names }
-        defer { closedir(handle) }
-        while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
+        fileNames(in: directory.path)
     }
 
     @Test func runsMergeInIdOrderAndInputOrderStillDecidesWhatIsNewest() throws {
