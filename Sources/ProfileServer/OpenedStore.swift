@@ -10,22 +10,27 @@ public struct OpenedStore {
     /// several servers share, each on a connection of its own, so that more commits run at once
     /// (a connection's writes all go to the same one, in order).
     public var writePaths: [any ProfileWritePath]
-    /// Opens a worker's own reader, for a store the workers read themselves; nil for a store
-    /// read by fetcher threads (`fetcherReaders`).
-    public var workerReader: (() throws -> any ProfileReader)?
-    /// The fetcher threads' readers, one each, for a shared store.
-    public var fetcherReaders: [any SharedProfileReader]
+    /// Who reads the store where the cache cannot answer.
+    public var readers: Readers
     /// What the log's `store opened` line says of it.
     public var logFields: KeyValuePairs<String, String>
 
-    public init(store: any ProfileStore, writePaths: [any ProfileWritePath], workerReader: (() throws -> any ProfileReader)?,
-                fetcherReaders: [any SharedProfileReader], logFields: KeyValuePairs<String, String>) {
+    /// Who reads a store where the cache cannot answer.
+    public enum Readers {
+        /// Every worker, on its own loop, with a reader of its own that this opens: a store
+        /// of the server's own, which only its own writes change.
+        case workers(() throws -> any ProfileReader)
+        /// Fetcher threads, one reader each, since every read is a round trip: a store
+        /// several servers share, which tells of every change made anywhere.
+        case fetchers(any SharedProfileStore, [any SharedProfileReader])
+    }
+
+    public init(store: any ProfileStore, writePaths: [any ProfileWritePath], readers: Readers,
+                logFields: KeyValuePairs<String, String>) {
         precondition(!writePaths.isEmpty, "a store takes writes")
-        precondition((workerReader == nil) != fetcherReaders.isEmpty, "a store is read by the workers or by fetchers")
         self.store = store
         self.writePaths = writePaths
-        self.workerReader = workerReader
-        self.fetcherReaders = fetcherReaders
+        self.readers = readers
         self.logFields = logFields
     }
 }

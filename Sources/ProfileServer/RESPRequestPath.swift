@@ -274,7 +274,7 @@ final class RESPFront {
         default:
             var problem = command.isWrite ? keyspace.checkWrite(command, arguments) : keyspace.checkRead(command, arguments)
             // EXEC answers at once: only a store this loop reads can answer a SCAN then.
-            if command == .scan && processor.reader == nil {
+            if command == .scan && !processor.reads.readsAtOnce {
                 problem = .fixed(RESPText.scanInSharedTransaction)
             }
             if let problem {

@@ -18,7 +18,7 @@ extension RequestProcessor {
     /// the high-water mark is held already. The front then checks that none of those writes
     /// touches what the read reads (`writesInFlight(touch:on:)`).
     func mayAnswerAhead(needing room: Int, on connection: Connection) -> Bool {
-        reader != nil && connection.readsInFlight == 0 && out.remaining >= room
+        reads.readsAtOnce && connection.readsInFlight == 0 && out.remaining >= room
             && connection.heldReplies.byteCount < context.configuration.outputHighWater
     }
 
@@ -32,7 +32,7 @@ extension RequestProcessor {
         out.count = start
     }
 
-    /// Reads a profile the cache missed from this worker's own reader, fills the cache with it
+    /// Reads a profile the cache missed at once (`WorkerReads.lookUp`), fills the cache with it
     /// (or with its absence) under `ticket`, and hands `use` what was cached (nil: no profile).
     /// The row is encoded for the cache at `place(row)`, which must have room for it.
     /// - Throws: the store's error, or `NeedsFetch.miss` when the fetchers read this store;
@@ -40,17 +40,24 @@ extension RequestProcessor {
     func readMissed<R>(_ userId: UnsafeRawBufferPointer, ticket: FillTicket,
                        encodingAt place: (ProfileRow) -> UnsafeMutableRawPointer,
                        _ use: (EncodedProfile?) -> R) throws -> R {
-        guard let reader else { throw NeedsFetch.miss }
-        counters.cacheMisses += 1
-        try beginReadTransaction()
-        return try reader.lookup(userId) { row in
-            guard let row else {
-                cache.fill(userId, profile: nil, ticket: ticket)
-                return use(nil)
+        do {
+            return try reads.lookUp(userId) { row in
+                counters.cacheMisses += 1
+                guard let row else {
+                    cache.fill(userId, profile: nil, ticket: ticket)
+                    return use(nil)
+                }
+                let encoded = encodeForCache(row, at: place(row))
+                cache.fill(userId, profile: encoded, ticket: ticket)
+                return use(encoded)
             }
-            let encoded = encodeForCache(row, at: place(row))
-            cache.fill(userId, profile: encoded, ticket: ticket)
-            return use(encoded)
+        } catch let fetch as NeedsFetch {
+            // Counted when the fetchers' answer comes back.
+            throw fetch
+        } catch {
+            // A read that failed missed the cache too.
+            counters.cacheMisses += 1
+            throw error
         }
     }
 

@@ -7,8 +7,8 @@ import ProfileStore
 import ProfileSystem
 
 /// The request path both fronts share, for one worker: the reply scratch and its budget, the
-/// cache and the store's reads, writes handed to the writer, reads handed to the fetchers, and
-/// the pass's counters. It names no protocol: a front (`LineFront`, `RESPFront`) decodes a
+/// cache and the store's reads (`WorkerReads`), writes handed to the writer, reads queued for
+/// the fetchers, and the pass's counters. It names no protocol: a front (`LineFront`, `RESPFront`) decodes a
 /// request, asks this for what it needs, and encodes the answer into its scratch.
 ///
 /// Owned by its worker and used by that worker's thread only.
@@ -18,7 +18,8 @@ final class RequestProcessor {
     let context: ServerContext
     var out: ReplyBuffer
     var counters = RequestCounters()
-    var reader: (any ProfileReader)?
+    /// How this worker reads what the cache misses.
+    let reads: any WorkerReads
     var jobs: [WriteJob] = []
     /// Reads of a shared store this pass made, for the fetchers.
     var fetchJobs: [ReadJob] = []
@@ -42,16 +43,11 @@ final class RequestProcessor {
     var passVerbsSeen: UInt32 = 0
     /// Requests answered since the start, for `LoopSampler`.
     var requestsAnswered = 0
-    /// Cache misses in one pass share one read transaction (the reader renews it when the
-    /// store's table moved on meanwhile).
-    var readTransactionOpen = false
 
-    /// - Parameter reader: the worker's own connection for cache misses; nil for a shared
-    ///   store, which the fetchers read.
-    init(index: Int, context: ServerContext, reader: (any ProfileReader)?) {
+    init(index: Int, context: ServerContext, reads: any WorkerReads) {
         self.index = index
         self.context = context
-        self.reader = reader
+        self.reads = reads
         cache = context.cache
         precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
         out = ReplyBuffer(capacity: 256 << 10)
@@ -67,26 +63,11 @@ final class RequestProcessor {
         valueScratch.deallocate()
     }
 
-    /// Starts a pass at `now`: the one place the request path asks the store whether the cache
-    /// may answer (a shared store's lease), for the whole pass: the lease runs for a second,
-    /// a pass for a fraction of a millisecond.
+    /// Starts a pass at `now`: the one place the request path asks whether the cache may
+    /// answer (a shared store's lease), for the whole pass.
     func beginPass(at now: Int) {
         passStart = now
-        cacheVouched = context.shared?.cacheMayAnswer(at: now) ?? true
-    }
-
-    /// Opens the pass's read transaction, once.
-    func beginReadTransaction() throws {
-        guard !readTransactionOpen else { return }
-        try reader!.beginRead()
-        readTransactionOpen = true
-    }
-
-    /// Ends the pass's read transaction: the next pass must see every commit answered by then.
-    func endReadTransaction() {
-        guard readTransactionOpen else { return }
-        reader!.endRead()
-        readTransactionOpen = false
+        cacheVouched = reads.cacheMayAnswer(at: now)
     }
 
     func recordPassLatency() {

@@ -30,13 +30,9 @@ public final class Server {
     /// The next RESP connection's `CLIENT ID`.
     private var nextSessionId = 1
     private var metricsServer: MetricsServer?
-    /// A shared store's readers, one per fetcher thread, opened at start.
-    private var fetcherReaders: [any SharedProfileReader] = []
     private var resumeTimer: OpaquePointer?
     /// Once a second: gives back to the system what the clients let go of.
     private var trimTimer: OpaquePointer?
-    /// Tells tracking clients to drop everything while a shared store's lease is out.
-    private var leaseWatch: (LeaseWatch, pthread_t)?
     /// Set from an accept that failed for want of descriptors or memory until one succeeds:
     /// such a stretch is logged once, however many pauses it takes.
     private var acceptsExhausted = false
@@ -67,7 +63,6 @@ public final class Server {
         let cache = ProfileCache(limitBytes: configuration.cacheMegabytes * 1_048_576)
         let statistics = ServerStatistics()
         let threads = configuration.threads > 0 ? configuration.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        var readers: [(any ProfileReader)?] = Array(repeating: nil, count: threads)
         let storeLogFields: KeyValuePairs<String, String>
         do {
             let opened = try openStore()
@@ -75,17 +70,21 @@ public final class Server {
             let writers = opened.writePaths.map {
                 WriteCoordinator(cache: cache, statistics: statistics, writePath: $0, tracking: tracking)
             }
-            fetcherReaders = opened.fetcherReaders
-            context = ServerContext(configuration: configuration, cache: cache, store: opened.store,
-                                    writers: writers, tracking: tracking, tokens: TokenRegistry(tokenTable), statistics: statistics,
-                                    workerCount: threads, fetcher: opened.fetcherReaders.isEmpty ? nil : FetchCoordinator())
-            if let workerReader = opened.workerReader {
+            // The one place the server tells a store of its own from a shared one.
+            let reads: any StoreReads
+            switch opened.readers {
+            case .workers(let makeReader):
                 do {
-                    for i in 0..<threads { readers[i] = try workerReader() }
+                    reads = try WorkersReadTheStore(workers: threads, makeReader: makeReader, writePath: writers[0].writePath)
                 } catch {
                     throw StartupError("cannot open a store reader: \(error)")
                 }
+            case .fetchers(let store, let readers):
+                reads = FetchersReadTheStore(store: store, readers: readers)
             }
+            context = ServerContext(configuration: configuration, cache: cache, store: opened.store, writers: writers,
+                                    reads: reads, tracking: tracking, tokens: TokenRegistry(tokenTable),
+                                    statistics: statistics, workerCount: threads)
             storeLogFields = opened.logFields
         } catch let error as StartupError {
             throw error
@@ -99,7 +98,7 @@ public final class Server {
         event_config_free(config)
 
         do {
-            for i in 0..<threads { workers.append(try Worker(index: i, context: context, reader: readers[i])) }
+            for i in 0..<threads { workers.append(try Worker(index: i, context: context)) }
             for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
             let tcp: [(port: UInt16?, front: Front, tls: Bool)] = [
                 (configuration.port, .line, false), (configuration.respPort, .resp, false),
@@ -172,34 +171,7 @@ public final class Server {
         let writerThreads = context.writers.enumerated().map { index, writer in
             startThread(context.writers.count == 1 ? "writer" : "writer-\(index)") { writer.run() }
         }
-        var fetcherThreads: [pthread_t] = []
-        if let fetcher = context.fetcher, let shared = context.shared {
-            for (index, reader) in fetcherReaders.enumerated() {
-                nonisolated(unsafe) let reader = reader
-                fetcherThreads.append(startThread("fetcher-\(index)") { fetcher.run(reader) })
-            }
-            fetcherReaders.removeAll()
-            let cache = context.cache
-            let tracking = context.tracking
-            do {
-                // The cache first: a client told of a change reads past it. The cache forgets
-                // this server's own changes again (harmless, and it keeps no reasoning about
-                // fills racing a commit); tracking clients were told of them at the commit, and
-                // a second push would cost each a needless read (and break NOLOOP).
-                try shared.follow(invalidate: { ids, origin in
-                                      for id in ids { cache.invalidate(id) }
-                                      if origin == .elsewhere { tracking.changed(ids, origin: 0) }
-                                  },
-                                  invalidateAll: { origin in
-                                      cache.removeAll()
-                                      if origin == .elsewhere { tracking.flushAll() }
-                                  })
-            } catch {
-                Log.error("cannot follow the shared store's changes", ["error": "\(error)"])
-            }
-            let watch = LeaseWatch(store: shared, tracking: tracking)
-            leaseWatch = (watch, startThread("lease-watch") { watch.run() })
-        }
+        context.reads.start(cache: context.cache, tracking: context.tracking)
         var workerThreads: [pthread_t] = []
         for worker in workers {
             workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })
@@ -240,15 +212,10 @@ public final class Server {
         Log.info("stopping: answering what arrived, then committing")
         for worker in workers { worker.post(.stop) }
         for thread in workerThreads { pthread_join(thread, nil) }
-        context.fetcher?.stop()
-        for thread in fetcherThreads { pthread_join(thread, nil) }
+        context.reads.stopReading()
         for writer in context.writers { writer.stop() }
         for thread in writerThreads { pthread_join(thread, nil) }
-        if let (watch, thread) = leaseWatch {
-            watch.stop()
-            pthread_join(thread, nil)
-        }
-        context.shared?.stopFollowing()
+        context.reads.stopFollowing()
         // Then what is left of the write log goes into the table, and the WAL into the file.
         var merged = true
         for writer in context.writers {

@@ -16,10 +16,8 @@ final class ServerContext: Sendable {
     /// One for a store of this server's own; several over a shared store. A connection's
     /// writes all go to one of them (`writer(for:)`), so they commit in the order sent.
     let writers: [WriteCoordinator]
-    /// The store's shared side and the fetchers that read it, when several servers share one
-    /// store (PostgreSQL); nil for a store of this server's own, which workers read themselves.
-    let shared: (any SharedProfileStore)?
-    let fetcher: FetchCoordinator?
+    /// How the store is read where the cache cannot answer, and followed.
+    let reads: any StoreReads
     let tokens: TokenRegistry
     let statistics: ServerStatistics
     /// One per worker, in worker order; STATS sums them.
@@ -38,8 +36,8 @@ final class ServerContext: Sendable {
     let tracking: ClientTracking
 
     init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
-         writers: [WriteCoordinator], tracking: ClientTracking, tokens: TokenRegistry,
-         statistics: ServerStatistics, workerCount: Int, fetcher: FetchCoordinator? = nil) {
+         writers: [WriteCoordinator], reads: any StoreReads, tracking: ClientTracking, tokens: TokenRegistry,
+         statistics: ServerStatistics, workerCount: Int) {
         self.configuration = configuration
         respKeyspace = RESPKeyspace(prefix: configuration.respKeyPrefix)
         self.tracking = tracking
@@ -48,9 +46,7 @@ final class ServerContext: Sendable {
         precondition(!writers.isEmpty, "a server has a writer")
         writePath = writers[0].writePath
         self.writers = writers
-        shared = store as? any SharedProfileStore
-        precondition((shared == nil) == (fetcher == nil), "a shared store is read by fetchers, and only it")
-        self.fetcher = fetcher
+        self.reads = reads
         self.tokens = tokens
         self.statistics = statistics
         workerStatistics = (0..<workerCount).map { _ in WorkerStatistics() }
@@ -110,7 +106,7 @@ extension ServerContext {
         }
         let cache = self.cache.statistics
         let writes = writePath.statistics
-        let sharedStatistics = shared?.sharedStatistics ?? SharedStoreStatistics()
+        let sharedStatistics = reads.sharedStatistics
         return StatisticsSnapshot(storeKind: store.kindName, storeKindInStats: store.kindInStats, values: [
             ("uptime_seconds", statistics.uptimeSeconds),
             ("curr_connections", statistics.currentConnections.load(ordering: .relaxed)),

@@ -40,29 +40,26 @@ extension RequestProcessor {
     func submitFetch(_ read: ReadJob.Read, answer: any ReadAnswer, verb: Verb?, arguments count: Int,
                      argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?],
                      _ connection: Connection) {
-        fetchJobs.append(ReadJob(connection: connection, read: read, answer: answer, verb: verb, arguments: count,
-                                 argument: argument, lookups: lookups, keyPrefix: keyPrefix, tickets: tickets))
+        queueFetch(ReadJob(connection: connection, read: read, answer: answer, verb: verb, arguments: count,
+                           argument: argument, lookups: lookups, keyPrefix: keyPrefix, tickets: tickets), connection)
+    }
+
+    private func queueFetch(_ job: ReadJob, _ connection: Connection) {
+        fetchJobs.append(job)
         connection.readsInFlight += 1
     }
 
-    /// COUNT, RECENT and the SCANs of either front: read at once on this worker's own reader of
-    /// a store it reads itself, or queued for the fetchers of a shared one; answered by
-    /// `answerFetched` either way.
+    /// COUNT, RECENT and the SCANs of either front: read at once where this worker reads the
+    /// store itself, or queued for the fetchers; answered by `answerFetched` either way.
     func readListing(_ read: ReadJob.Read, answer: any ReadAnswer, verb: Verb, arguments count: Int,
                      argument: (Int) -> UnsafeRawBufferPointer, _ connection: Connection) {
-        guard let reader else {
-            return submitFetch(read, answer: answer, verb: verb, arguments: count, argument: argument, lookups: [], keyPrefix: 0,
-                               tickets: [], connection)
-        }
         let job = ReadJob(connection: connection, read: read, answer: answer, verb: verb, arguments: count, argument: argument,
                           lookups: [], keyPrefix: 0, tickets: [])
-        do {
-            try beginReadTransaction()
-            job.readListing(from: LocalListings(reader: reader, writePath: context.writePath))
-        } catch {
-            job.fail(error)
+        if reads.readListing(into: job) {
+            answerFetched(job)
+        } else {
+            queueFetch(job, connection)
         }
-        answerFetched(job)
     }
 
     /// Answers a read the fetchers (or, for a listing, this worker) made: fills the cache with

@@ -72,15 +72,12 @@ final class Worker: @unchecked Sendable {
     let readBufferBytes: Int
     let maxLine: Int
 
-    /// - Parameter reader: the worker's own connection for cache misses, opened by the caller
-    ///   so that a store that cannot be read fails the start, not a worker thread later; nil
-    ///   for a shared store, which the fetchers read.
-    init(index: Int, context: ServerContext, reader: (any ProfileReader)?) throws(SystemError) {
+    init(index: Int, context: ServerContext) throws(SystemError) {
         self.index = index
         self.context = context
         maxLine = context.configuration.maxLine
         lineSession = LineSession(inputLimit: maxLine)
-        processor = RequestProcessor(index: index, context: context, reader: reader)
+        processor = RequestProcessor(index: index, context: context, reads: context.reads.workerReads(index))
         respFront = RESPFront(processor: processor, keyspace: context.respKeyspace)
         lineFront = LineFront(processor: processor, maxLine: maxLine)
         let config = event_config_new()
@@ -143,7 +140,7 @@ final class Worker: @unchecked Sendable {
         event_base_dispatch(base)
         for connection in connections.values { connection.releaseResources() }
         connections.removeAll()
-        processor.reader = nil
+        processor.reads.release()
     }
 
     // MARK: Messages
@@ -550,14 +547,14 @@ final class Worker: @unchecked Sendable {
     /// Ends a pass over a connection: hand writes to the writer, publish counters, send
     /// replies, and decide what to wait for next.
     func finishPass(_ connection: Connection) {
-        processor.endReadTransaction()
+        processor.reads.endPass()
         if !processor.jobs.isEmpty {
             let answered = context.writer(for: connection).submit(processor.jobs, from: self)
             processor.jobs.removeAll(keepingCapacity: true)
             answerCommitted(answered, on: connection)
         }
         if !processor.fetchJobs.isEmpty {
-            context.fetcher!.submit(processor.fetchJobs)
+            processor.reads.submit(processor.fetchJobs)
             processor.fetchJobs.removeAll(keepingCapacity: true)
         }
         context.workerStatistics[index].publish(processor.counters)

@@ -41,8 +41,7 @@ struct StoreOptions {
             let store = try PostgresProfileStore(conninfo: conninfo, leaseMilliseconds: leaseMilliseconds, warn: warn)
             return OpenedStore(store: store,
                                writePaths: try (0..<sharedWriterThreads).map { _ in try store.openWritePath() },
-                               workerReader: nil,
-                               fetcherReaders: try (0..<fetcherThreads).map { _ in try store.makeSharedReader() },
+                               readers: .fetchers(store, try (0..<fetcherThreads).map { _ in try store.makeSharedReader() }),
                                logFields: ["postgres": store.description, "lease_ms": "\(leaseMilliseconds)"])
         }
         let path = databasePath ?? SQLiteProfileStore.defaultPath { getenv($0).map { String(cString: $0) } }
@@ -50,7 +49,7 @@ struct StoreOptions {
                                            writerCacheMebibytes: writerCacheMebibytes,
                                            writeBufferBytes: writeBufferMegabytes * 1_048_576)
         return OpenedStore(store: store, writePaths: [try store.openWritePath(warn: warn)],
-                           workerReader: { try store.makeReader() }, fetcherReaders: [],
+                           readers: .workers { try store.makeReader() },
                            logFields: ["path": path, "sync": synchronous == .full ? "full" : "normal",
                                        "write_buffer_mb": "\(writeBufferMegabytes)"])
     }

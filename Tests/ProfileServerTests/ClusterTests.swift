@@ -84,6 +84,34 @@ import Testing
         #expect(lines.suffix(2) == ["END", "PONG"])
     }
 
+    /// A read pipelined behind a write waits for it over PostgreSQL, whatever it reads: its
+    /// answer comes from the fetchers, which could bring it back before the write's commit
+    /// (held here by a row lock another session takes), and replies keep request order.
+    @Test func aReadBehindAWriteIsAnsweredAfterIt() throws {
+        let (database, nodes) = try Self.nodes(1)
+        let client = try nodes[0].connect()
+        #expect(try client.roundTrip("SET a A ua\n") == "STORED")
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let locker = try spawn(try postgresProgram("psql"),
+                               args: ["-X", "-q", "-d", database, "-c",
+                                      "BEGIN; SELECT 1 FROM profiles WHERE user_id = 'a' FOR UPDATE; SELECT pg_sleep(1.5); COMMIT"],
+                               stderrPath: directory + "/psql.err")
+        defer {
+            var status: Int32 = 0
+            while waitpid(locker, &status, 0) < 0 && errno == EINTR {}
+        }
+        #expect(try Self.seconds(until: 3) {
+            // Asleep: the row is locked already.
+            try psql(database, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()") == "1"
+        } != nil)
+        client.sendRaw(Array("SET a A2 ua\nGET nobody\nEXISTS nobody\n".utf8))
+        try client.flush()
+        #expect(try client.line() == "STORED")
+        #expect(try client.line() == "NOTFOUND nobody")
+        #expect(try client.line() == "NO")
+    }
+
     /// Another program's plain SQL naming only the three columns reaches every node, and RECENT
     /// counts it as a write.
     @Test func plainSQLReachesEveryNode() throws {

@@ -203,6 +203,22 @@ import Testing
         #expect(try resp.call("EXISTS", "w") == ":0\r\n")
     }
 
+    /// EXEC answers at once, and over a shared store only the fetchers read a SCAN: it is
+    /// refused inside MULTI there, which fails the transaction; a server's own store answers it.
+    @Test func aScanInATransactionIsAnsweredWhereTheServerReadsItsStoreItself() throws {
+        let server = try TestServer(["--resp-port", "0"])
+        let resp = try server.connectRESP()
+        #expect(try resp.call("HSET", "s", "name", "n") == ":1\r\n")
+        #expect(try resp.call("MULTI") == "+OK\r\n")
+        if testStoreIsPostgres {
+            #expect(try resp.call("SCAN", "0") == "-ERR SCAN cannot be queued in a transaction over a shared store (--postgres)\r\n")
+            #expect(try resp.call("EXEC") == "-EXECABORT Transaction discarded because of previous errors.\r\n")
+        } else {
+            #expect(try resp.call("SCAN", "0") == "+QUEUED\r\n")
+            #expect(try resp.call("EXEC") == "*1\r\n*2\r\n$1\r\n0\r\n*1\r\n$1\r\ns\r\n")
+        }
+    }
+
     /// A MULTI queue holds at most 1,000 commands and 4 MiB: 1,000 HSETs of the longest key
     /// and values fit; HSETs of a thousand fields each fail the transaction at the 4 MiB, and
     /// the commands after it are answered QUEUED but not kept.

@@ -46,12 +46,15 @@ final class InProcessServer {
         var configuration = ServerConfiguration()
         configuration.loopPolicy = loopPolicy
         configuration.respKeyPrefix = Array(respKeyPrefix.utf8)
-        context = ServerContext(configuration: configuration, cache: cache, store: store,
-                                writers: [writer], tracking: tracking, tokens: TokenRegistry(nil), statistics: statistics,
+        let store = self.store
+        let reads = try WorkersReadTheStore(workers: workerCount, makeReader: { wrapReader(try store.makeReader()) },
+                                            writePath: writePath)
+        context = ServerContext(configuration: configuration, cache: cache, store: store, writers: [writer], reads: reads,
+                                tracking: tracking, tokens: TokenRegistry(nil), statistics: statistics,
                                 workerCount: workerCount)
         var workers: [Worker] = []
         for i in 0..<workerCount {
-            workers.append(try Worker(index: i, context: context, reader: wrapReader(try store.makeReader())))
+            workers.append(try Worker(index: i, context: context))
         }
         for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
         self.workers = workers

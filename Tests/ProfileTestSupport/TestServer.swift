@@ -317,13 +317,13 @@ public func runToCompletion(_ path: String, _ args: [String], environment: [Stri
     return (exitCode, readText(outputPath))
 }
 
-/// Whether `PROFILED_TEST_STORE` asks for nodes over PostgreSQL.
 /// Whether the protocol's tests run over TLS (`PROFILED_TEST_TLS=1`): `TestServer` then adds
 /// TLS listeners and connects to them.
 public var testTransportIsTLS: Bool {
     getenv("PROFILED_TEST_TLS").map { String(cString: $0) == "1" } ?? false
 }
 
+/// Whether `PROFILED_TEST_STORE` asks for nodes over PostgreSQL.
 public var testStoreIsPostgres: Bool {
     getenv("PROFILED_TEST_STORE").map { String(cString: $0) } == "postgres"
 }
