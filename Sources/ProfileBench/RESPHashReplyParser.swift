@@ -9,10 +9,14 @@
 public enum RESPHashReplyParser: ReplyParser {
     public static func parse(_ bytes: UnsafeRawBufferPointer, expecting: ExpectedReply) -> ParseResult {
         let element: RESPReplyParser.Element
-        switch RESPReplyParser.scan(bytes, at: 0, depth: 0) {
-        case .incomplete: return .incomplete
-        case .garbage(let message): return .garbage(message)
-        case .element(let e): element = e
+        if let array = RESPReplyParser.bulkStringArray(bytes) {
+            element = RESPReplyParser.Element(kind: .array(count: array.count, found: array.found), end: array.end)
+        } else {
+            switch RESPReplyParser.scan(bytes, at: 0, depth: 0) {
+            case .incomplete: return .incomplete
+            case .garbage(let message): return .garbage(message)
+            case .element(let e): element = e
+            }
         }
         let length = element.end
         switch (expecting, element.kind) {

@@ -172,6 +172,34 @@ struct ReplyParserTests {
         ])
     }
 
+    /// The one-pass reading of arrays of bulk strings agrees with the general scan on every
+    /// prefix of every reply it reads, and leaves everything else to it.
+    @Test func arraysOfBulkStringsReadInOnePassAsTheGeneralScanReadsThem() {
+        let replies = ["*4\r\n$4\r\nname\r\n$2\r\nNa\r\n$11\r\nportraitUri\r\n$0\r\n\r\n", "*0\r\n",
+                       "*2\r\n$-1\r\n$3\r\nabc\r\n", "*1\r\n$12\r\nline\r\nbreaks\r\n"]
+        for reply in replies {
+            let bytes = Array(reply.utf8)
+            for end in 1...bytes.count {
+                bytes[..<end].withUnsafeBytes { prefix in
+                    let fast = RESPReplyParser.bulkStringArray(prefix)
+                    guard case .element(let element) = RESPReplyParser.scan(prefix, at: 0, depth: 0) else {
+                        #expect(fast == nil, "\(reply) up to \(end)")
+                        return
+                    }
+                    guard case .array(let count, let found) = element.kind, let fast else {
+                        Issue.record("\(reply) up to \(end): not read in one pass")
+                        return
+                    }
+                    #expect(fast.count == count && fast.found == found && fast.end == element.end, "\(reply) up to \(end)")
+                }
+            }
+        }
+        for other in ["*-1\r\n", "*1\r\n:1\r\n", "*1\r\n*0\r\n", "*1\r\n$-2\r\n", "*1\r\n$3\r\nabcd\r\n",
+                      "*1\r\n$x\r\n", "*1\n$1\r\na\r\n", "$1\r\na\r\n", "*1\r\n$1234567890123456789\r\n"] {
+            #expect(Array(other.utf8).withUnsafeBytes { RESPReplyParser.bulkStringArray($0) } == nil, "\(other)")
+        }
+    }
+
     @Test func respHashGarbageIsShown() {
         #expect(garbage(RESPHashReplyParser.self, "*1\r\n$4\r\nname\r\n", expecting: .lookup)
                 == "HGETALL answered an array that is not field and value pairs: \"*1\\r\\n$4\\r\\nname\\r\\n\"")
