@@ -55,7 +55,7 @@ final class SQLiteProfileWriter: ProfileWriter {
     private let recencyBatchStatement: Statement
     private let checkpointStatement: Statement
     private let pending = PendingUpserts()
-    /// Writes `recent` for the runs a batch spills while the caller fills it; made at the first.
+    /// Writes `recent` for the chunks of ids a batch spills while the caller fills it; made at the first.
     private var recencyAhead: RecencyAhead?
     /// The write sequence of the newest row, while `isInTransaction`.
     private var lastSequence: Int64 = 0
@@ -69,11 +69,11 @@ final class SQLiteProfileWriter: ProfileWriter {
         try self.init(connection: connection)
     }
 
-    /// A writer over `connection`, configured by the caller.
     deinit {
         recencyAhead?.stop()
     }
 
+    /// A writer over `connection`, configured by the caller.
     init(connection: Connection) throws(StoreError) {
         self.connection = connection
         beginStatement = try Statement(connection, "BEGIN IMMEDIATE")
@@ -148,16 +148,16 @@ final class SQLiteProfileWriter: ProfileWriter {
         }
     }
 
-    /// Batches tell the writer of each run they spill: inside a transaction, the run's recency
-    /// rows are written on `recencyAhead`'s thread while the caller goes on reading its input,
-    /// so that its parsing and SQLite's work overlap.
+    /// Batches tell the writer of each chunk of ids they spill: inside a transaction, the
+    /// chunk's recency rows are written on `recencyAhead`'s thread while the caller goes on
+    /// reading its input, so that its parsing and SQLite's work overlap.
     func makeUpsertBatch() -> UpsertBatch {
         let batch = UpsertBatch(beside: connection.file.path)
         batch.spilled = { [unowned self] ids in takeSpilled(ids) }
         return batch
     }
 
-    /// A batch's `spilled`: takes the run's recency when in a transaction.
+    /// A batch's `spilled`: takes the chunk's recency when in a transaction.
     func takeSpilled(_ ids: UpsertBatch.SpilledIds) -> Bool {
         guard isInTransaction else { return false }
         let ahead = recencyAhead ?? RecencyAhead(writer: self)
@@ -166,7 +166,7 @@ final class SQLiteProfileWriter: ProfileWriter {
         return true
     }
 
-    /// Waits until `recencyAhead` has written every run posted to it; the connection is this
+    /// Waits until `recencyAhead` has written every chunk posted to it; the connection is this
     /// thread's again then. Throws (and dooms the transaction with) the first error it met.
     func finishRecencyAhead() throws(StoreError) {
         guard let error = recencyAhead?.finish() else { return }
@@ -174,7 +174,7 @@ final class SQLiteProfileWriter: ProfileWriter {
         throw error
     }
 
-    /// Appends one spilled run's ids to `recent`: on `recencyAhead`'s thread, while the thread
+    /// Appends one spilled chunk's ids to `recent`: on `recencyAhead`'s thread, while the thread
     /// that owns the writer does not touch the connection.
     fileprivate func writeRecency(_ ids: UpsertBatch.SpilledIds, base: Int64, pending: PendingUpserts) throws(StoreError) {
         defer { pending.removeAll() }
@@ -222,8 +222,8 @@ final class SQLiteProfileWriter: ProfileWriter {
             // the table, with no sort (in id order the sequences are random, and inserting
             // them cost more than the profiles themselves). A repeated id's earlier rows are
             // stale at once, as after any rewrite. Both in this transaction, so no commit, and
-            // no kill at any moment, can leave `recent` behind the table. The runs the batch
-            // spilled in the transaction are there already (`recencyAhead`).
+            // no kill at any moment, can leave `recent` behind the table. The chunks of ids the
+            // batch spilled in the transaction are there already (`recencyAhead`).
             try batch.forEachInInputOrder { (position, userId) throws(StoreError) in
                 if pending.count == PendingUpserts.batchRows { try writePendingRecency() }
                 pending.append(userId: userId, name: UnsafeRawBufferPointer(start: nil, count: 0),
@@ -278,21 +278,22 @@ final class SQLiteProfileWriter: ProfileWriter {
     }
 }
 
-/// A thread of the offline writer that appends a batch's spilled runs to `recent` while the
-/// importing thread goes on parsing: the two take about a quarter of an import's instructions
-/// each, and a machine has a second core. The writer's connection is lent to this thread from
-/// `post` until `finish` returns, and the importing thread only fills its batch meanwhile.
+/// A thread of the offline writer that appends a batch's spilled chunks of ids to `recent`
+/// while the importing thread goes on parsing: the two take about a quarter of an import's
+/// instructions each, and on a second core they overlap. The writer's connection is lent to
+/// this thread from `post` until `finish` returns, and the importing thread only fills its
+/// batch meanwhile.
 ///
 /// Threading: `post`, `finish` and `stop` from the writer's thread; the work on a thread of its own.
 private final class RecencyAhead: @unchecked Sendable {
     private unowned let writer: SQLiteProfileWriter
     private let lock = ConditionLock()
-    /// Runs posted and not yet written, with the sequence their positions count from.
+    /// Chunks posted and not yet written, with the sequence their positions count from.
     private var queue: [(ids: UpsertBatch.SpilledIds, base: Int64)] = []
-    /// Whether the thread is writing a run it took from the queue.
+    /// Whether the thread is writing a chunk it took from the queue.
     private var writing = false
     private var stopping = false
-    /// The first error since the last `finish`; later runs are skipped.
+    /// The first error since the last `finish`; later chunks are skipped.
     private var failure: StoreError?
     private var thread: pthread_t?
     /// The thread's own rows pending for a statement.
@@ -310,7 +311,7 @@ private final class RecencyAhead: @unchecked Sendable {
         lock.unlock()
     }
 
-    /// Waits until every posted run is written, and returns the first error since the last call.
+    /// Waits until every posted chunk is written, and returns the first error since the last call.
     func finish() -> StoreError? {
         lock.lock()
         defer { lock.unlock() }
