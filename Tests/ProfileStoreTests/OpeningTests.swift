@@ -86,6 +86,18 @@ import Testing
         #expect(contents(of: path).count > 0)
     }
 
+    /// Only the lock's holder builds a new file, so a store opened at the name removes one a
+    /// killed import left, and keeps the store beside it.
+    @Test func openingAStoreRemovesAnUnfinishedBuildOfIt() throws {
+        let path = directory.file("profiles.sqlite3")
+        try openStore(path).makeWriter().upsert(Profile("kept", "n", ""))
+        let building = path + ".building"
+        close(open(building, O_WRONLY | O_CREAT, 0o644))
+        let store = try openStore(path)
+        #expect(access(building, F_OK) != 0)
+        #expect(try store.makeReader().get("kept") == Profile("kept", "n", ""))
+    }
+
     @Test func anEmptyFileBecomesANewStore() throws {
         let path = directory.file("profiles.sqlite3")
         write([], to: path)
