@@ -206,18 +206,13 @@ final class SQLiteProfileWriter: ProfileWriter {
         try finishRecencyAhead()
         do throws(StoreError) {
             let base = lastSequence
-            try batch.forEachSorted { (row, position) throws(StoreError) in
-                // The batch's runs are sorted by (id, position): a repeated id from a later run
-                // follows right after, and replaces the row still pending.
-                if let last = pending.lastUserId, bytesEqual(last, row.userId) {
-                    pending.removeLast()
-                } else if pending.count == PendingUpserts.batchRows {
-                    try writePendingUpserts()
-                }
-                pending.append(userId: row.userId, name: row.name, portraitUri: row.portraitUri,
-                               sequence: base + Int64(position) + 1)
+            // The runs are merged on a thread of their own while this one upserts what it merged.
+            let merged = MergedRows(batch, base: base)
+            defer { merged.stop() }
+            while let block = try merged.next() {
+                try writeUpserts(block)
+                merged.recycle(block)
             }
-            try writePendingUpserts()
             // `recent` in input order, which is sequence order: each row goes at the end of
             // the table, with no sort (in id order the sequences are random, and inserting
             // them cost more than the profiles themselves). A repeated id's earlier rows are
@@ -255,12 +250,11 @@ final class SQLiteProfileWriter: ProfileWriter {
         }
     }
 
-    /// Writes the pending upserts, a batch statement for each full batch and
-    /// one-row statements for the rest.
-    private func writePendingUpserts() throws(StoreError) {
-        let pending = self.pending
-        try pending.write(single: upsertStatement, batch: upsertBatchStatement) { statement, rows throws(StoreError) in
-            try write(statement) { statement throws(StoreError) in try pending.bind(rows, to: statement) }
+    /// Writes `rows` as upserts, a batch statement for each full batch and one-row statements
+    /// for the rest, and empties it.
+    private func writeUpserts(_ rows: PendingUpserts) throws(StoreError) {
+        try rows.write(single: upsertStatement, batch: upsertBatchStatement) { statement, range throws(StoreError) in
+            try write(statement) { statement throws(StoreError) in try rows.bind(range, to: statement) }
         }
     }
 
@@ -349,5 +343,106 @@ private final class RecencyAhead: @unchecked Sendable {
             lock.broadcast()
         }
         lock.unlock()
+    }
+}
+
+/// A batch's rows in id order, the last row of a repeated id only, each with its write sequence,
+/// merged from the batch's sorted runs on a thread of its own and handed over in blocks, so that
+/// reading and merging the runs (about an eighth of an import's instructions) overlaps with
+/// SQLite's inserts on the writer's thread. The batch is the merging thread's until `stop`.
+///
+/// Threading: `next`, `recycle` and `stop` from the writer's thread.
+private final class MergedRows: @unchecked Sendable {
+    /// Rows per block: enough that handing one over costs nothing per row.
+    static let blockRows = 4096
+    private let lock = ConditionLock()
+    /// Blocks merged, oldest first, and blocks to merge into.
+    private var full: [PendingUpserts] = []
+    private var free: [PendingUpserts] = (0..<3).map { _ in PendingUpserts() }
+    private var merged = false
+    private var stopping = false
+    private var failure: StoreError?
+    private var thread: pthread_t?
+
+    /// Ends the merge when the writer stops taking blocks (it failed); never reported.
+    private static let stopped = StoreError(kind: .interrupted, code: "stopped", message: "the merge was stopped", path: "")
+
+    init(_ batch: UpsertBatch, base: Int64) {
+        nonisolated(unsafe) let batch = batch
+        thread = startThread("import-merge") { [self] in merge(batch, base: base) }
+    }
+
+    private func merge(_ batch: UpsertBatch, base: Int64) {
+        var error: StoreError?
+        do throws(StoreError) {
+            guard var block = take() else { throw Self.stopped }
+            try batch.forEachSorted { (row, position) throws(StoreError) in
+                // The runs are sorted by (id, position): a repeated id from a later run follows
+                // right after, and replaces the row before it; a block is handed over only at
+                // a new id, so that it can still be replaced.
+                if let last = block.lastUserId, bytesEqual(last, row.userId) {
+                    block.removeLast()
+                } else if block.count >= Self.blockRows {
+                    hand(block)
+                    guard let next = take() else { throw Self.stopped }
+                    block = next
+                }
+                block.append(userId: row.userId, name: row.name, portraitUri: row.portraitUri,
+                             sequence: base + Int64(position) + 1)
+            }
+            hand(block)
+        } catch let failed {
+            error = failed
+        }
+        lock.lock()
+        merged = true
+        if failure == nil && !stopping { failure = error }
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    /// A block to merge into; nil once the writer stopped taking them.
+    private func take() -> PendingUpserts? {
+        lock.lock()
+        defer { lock.unlock() }
+        while free.isEmpty && !stopping { lock.wait() }
+        return stopping ? nil : free.removeLast()
+    }
+
+    private func hand(_ block: PendingUpserts) {
+        lock.lock()
+        full.append(block)
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    /// The next block, oldest first; nil after the last.
+    /// - Throws: what the merge met (reading the runs).
+    func next() throws(StoreError) -> PendingUpserts? {
+        lock.lock()
+        defer { lock.unlock() }
+        while full.isEmpty && !merged { lock.wait() }
+        if !full.isEmpty { return full.removeFirst() }
+        if let failure { throw failure }
+        return nil
+    }
+
+    /// Gives back a block the writer has written (and emptied).
+    func recycle(_ block: PendingUpserts) {
+        lock.lock()
+        free.append(block)
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    /// Ends the merge, finished or not, and waits for its thread; the batch is the caller's again.
+    func stop() {
+        guard let thread else { return }
+        lock.lock()
+        stopping = true
+        lock.broadcast()
+        lock.unlock()
+        pthread_join(thread, nil)
+        self.thread = nil
     }
 }
