@@ -5,7 +5,7 @@ import ProfileStore
 /// The table writer of an offline tool (`profilectl import --db`), which holds the store's
 /// lock for as long as it lives.
 ///
-/// Into a store that exists it writes as `SQLiteProfileStore.makeWriter()` does. Where there is
+/// Into a store that exists it writes with the store's table writer. Where there is
 /// no store yet, the first transaction builds the file under another name (`<path>.building`)
 /// with no rollback journal and no syncs: nothing can read the file before it is whole, so the
 /// journal would only write every page twice (the WAL, then its checkpoint). Once the
@@ -54,7 +54,7 @@ public final class OfflineStoreWriter: ProfileWriter {
     /// The store in `file` and its table writer.
     private static func opened(_ file: StoreFile, cacheMebibytes: Int) throws(StoreError) -> Phase {
         let store = try SQLiteProfileStore(file: file, writerCacheMebibytes: cacheMebibytes)
-        return .store(store, try SQLiteProfileWriter(file: file, cacheKibibytes: cacheMebibytes * 1024))
+        return .store(store, try store.makeWriter())
     }
 
     /// Whether the next transaction builds a new file.
@@ -89,17 +89,16 @@ public final class OfflineStoreWriter: ProfileWriter {
     /// Runs the first transaction into a new file at `building`, left in WAL mode and closed.
     private func build<R>(at building: String, _ body: () throws -> R) throws -> R {
         let connection = try Connection(file: file, path: building, create: true)
-        // Both before the first write: the schema goes in without a journal too.
+        // All before the first write: the schema goes in without a journal or syncs too.
         let mode = try connection.text("PRAGMA journal_mode = OFF")
         guard mode == "off" else {
             throw StoreError(kind: .other, resultCode: SQLITE_ERROR,
                              message: "a new file cannot be built without a journal (journal mode stayed \(mode))",
                              path: file.path)
         }
-        try connection.execute("PRAGMA synchronous = OFF")
-        try Schema.migrate(connection, from: 0)
         try SQLiteProfileWriter.configureForLargeTransactions(connection, cacheKibibytes: cacheMebibytes * 1024)
         try connection.execute("PRAGMA synchronous = OFF")
+        try Schema.migrate(connection, from: 0)
         let writer = try SQLiteProfileWriter(connection: connection)
         phase = .buildingWith(writer)
         let result = try writer.transaction(body)

@@ -97,9 +97,9 @@ public final class SQLiteProfileStore: LocalProfileStore {
         try SQLiteProfileReader(file: file, buffer: buffer)
     }
 
-    /// The table's writer for offline tools. Not while a write path is open: it writes the
-    /// table directly, past the write buffer.
-    public func makeWriter() throws -> any ProfileWriter {
+    /// The table's writer, for `OfflineStoreWriter` (and tests). Not while a write path is
+    /// open: it writes the table directly, past the write buffer.
+    func makeWriter() throws(StoreError) -> SQLiteProfileWriter {
         precondition(!writePathOpened.load(ordering: .relaxed), "a table writer beside the write path")
         return try SQLiteProfileWriter(file: file, cacheKibibytes: writerCacheKibibytes)
     }

@@ -299,10 +299,8 @@ private final class RecencyAhead: @unchecked Sendable {
 
     func post(_ ids: UpsertBatch.SpilledIds, base: Int64) {
         if thread == nil { thread = startThread("import-recency") { [self] in run() } }
-        lock.lock()
-        queue.append((ids, base))
+        lock.withLock { queue.append((ids, base)) }
         lock.broadcast()
-        lock.unlock()
     }
 
     /// Waits until every posted chunk is written, and returns the first error since the last call.
@@ -317,10 +315,8 @@ private final class RecencyAhead: @unchecked Sendable {
     /// Ends the thread; the last call.
     func stop() {
         guard let thread else { return }
-        lock.lock()
-        stopping = true
+        lock.withLock { stopping = true }
         lock.broadcast()
-        lock.unlock()
         pthread_join(thread, nil)
     }
 
@@ -394,26 +390,24 @@ private final class MergedRows: @unchecked Sendable {
         } catch let failed {
             error = failed
         }
-        lock.lock()
-        merged = true
-        if failure == nil && !stopping { failure = error }
+        lock.withLock {
+            merged = true
+            if failure == nil && !stopping { failure = error }
+        }
         lock.broadcast()
-        lock.unlock()
     }
 
     /// A block to merge into; nil once the writer stopped taking them.
     private func take() -> PendingUpserts? {
-        lock.lock()
-        defer { lock.unlock() }
-        while free.isEmpty && !stopping { lock.wait() }
-        return stopping ? nil : free.removeLast()
+        lock.withLock {
+            while free.isEmpty && !stopping { lock.wait() }
+            return stopping ? nil : free.removeLast()
+        }
     }
 
     private func hand(_ block: PendingUpserts) {
-        lock.lock()
-        full.append(block)
+        lock.withLock { full.append(block) }
         lock.broadcast()
-        lock.unlock()
     }
 
     /// The next block, oldest first; nil after the last.
@@ -429,19 +423,15 @@ private final class MergedRows: @unchecked Sendable {
 
     /// Gives back a block the writer has written (and emptied).
     func recycle(_ block: PendingUpserts) {
-        lock.lock()
-        free.append(block)
+        lock.withLock { free.append(block) }
         lock.broadcast()
-        lock.unlock()
     }
 
     /// Ends the merge, finished or not, and waits for its thread; the batch is the caller's again.
     func stop() {
         guard let thread else { return }
-        lock.lock()
-        stopping = true
+        lock.withLock { stopping = true }
         lock.broadcast()
-        lock.unlock()
         pthread_join(thread, nil)
         self.thread = nil
     }

@@ -11,8 +11,8 @@ import ProfileStore
 /// rows in memory (`runRows` rows or `runBytes` of values): a full run is sorted by id, loses
 /// all but the last row of a repeated id, and goes to an unnamed temporary file beside the
 /// store; the writer merges the runs. Each row remembers its position in the batch, which
-/// becomes its write sequence, so input order still decides which row is newer. Each run's
-/// ids also go to the file in input order, for the recency table (`forEachInInputOrder`, or
+/// becomes its write sequence, so input order still decides which row is newer. The ids also
+/// go to the file in input order, in chunks, for the recency table (`forEachInInputOrder`, or
 /// the writer's thread that writes it while the batch fills: `spilled`).
 ///
 /// Threading: one thread at a time (the thread of the writer it is handed to).
@@ -314,7 +314,7 @@ public final class UpsertBatch {
     }
 
     /// Calls `each` with every row's id in input order, and its position in the batch, repeated
-    /// ids included, but for the runs `spilled` took. The views live until `each` returns.
+    /// ids included, but for the chunks `spilled` took. The views live until `each` returns.
     func forEachInInputOrder(_ each: (Int, UnsafeRawBufferPointer) throws(StoreError) -> Void) throws(StoreError) {
         for (ids, taken) in inputOrderChunks where !taken {
             try ids.forEach(each)

@@ -53,6 +53,12 @@ public final class ConditionLock: @unchecked Sendable {
     }
 
     public func lock() { pthread_mutex_lock(mutex) }
+    /// Runs `body` with the lock held.
+    public func withLock<R>(_ body: () throws -> R) rethrows -> R {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
     /// Takes the lock if nobody holds it; returns whether it did.
     public func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
     public func unlock() { pthread_mutex_unlock(mutex) }

@@ -115,28 +115,24 @@ private struct Abort: Error {}
     @Test func aBatchFilledInItsTransactionHasItsRecencyWrittenAhead() throws {
         let store = try openStore(path)
         let writer = try store.makeWriter()
-        // Several chunks of ids go to the writer's thread while the batch fills; ids in an
-        // order unrelated to input order, each written twice: the second half wins.
+        // Several chunks of ids go to the writer's thread while the batch fills.
         let count = 2 * UpsertBatch.idChunkRows + 7
-        let ids = (0..<count).map { String(($0 &* 7919) % count) }
+        let ids = scrambledIds(count)
         let batch = writer.makeUpsertBatch()
         try writer.transaction {
-            try batch.append(ids.map { Profile($0, "first", "") } + ids.map { Profile($0, "second", "") })
+            try batch.append(writtenTwice(ids))
             try writer.upsert(batch)
         }
         let reader = try store.makeReader()
-        #expect(try reader.count() == count)
-        #expect(try reader.recent(3) == Array(ids.suffix(3).reversed()))
-        #expect(try reader.get(ids[0]) == Profile(ids[0], "second", ""))
+        try expectSecondWritesWon(reader, ids)
         #expect(try inspect(store.file) == (Int64(count), Int64(count), "wal", "ok"))
 
         // A write of that thread that fails dooms the transaction, though every later write succeeds.
-        let sqliteWriter = try #require(writer as? SQLiteProfileWriter)
         let error = storeError {
             try writer.transaction {
                 store.setFault(SQLITE_FULL)
                 try batch.append(ids.map { Profile($0, "third", "") })
-                #expect(storeError { try sqliteWriter.finishRecencyAhead() }?.kind == .full)
+                #expect(storeError { try writer.finishRecencyAhead() }?.kind == .full)
                 store.setFault(nil)
                 try writer.upsert(batch)
             }

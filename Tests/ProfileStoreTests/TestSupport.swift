@@ -182,3 +182,22 @@ func fileNames(in directory: String) -> [String] {
     }
     return names.sorted()
 }
+
+/// `count` distinct ids in an order unrelated to id order, so that a batch must sort them.
+func scrambledIds(_ count: Int) -> [String] {
+    (0..<count).map { String(($0 &* 7919) % count) }
+}
+
+/// Each id written twice in one batch, "first" then "second": the second half wins.
+func writtenTwice(_ ids: [String]) -> [Profile] {
+    ids.map { Profile($0, "first", "") } + ids.map { Profile($0, "second", "") }
+}
+
+/// What a store holds after `writtenTwice(ids)`: every id once, with the second write's values,
+/// the newest last in input order.
+func expectSecondWritesWon(_ reader: any ProfileReader, _ ids: [String],
+                           sourceLocation: SourceLocation = #_sourceLocation) throws {
+    #expect(try reader.count() == ids.count, sourceLocation: sourceLocation)
+    #expect(try reader.recent(3) == Array(ids.suffix(3).reversed()), sourceLocation: sourceLocation)
+    #expect(try reader.get(ids[0]) == Profile(ids[0], "second", ""), sourceLocation: sourceLocation)
+}

@@ -65,15 +65,12 @@ private struct Abort: Error {}
         let store = try openStore(directory.file("profiles.sqlite3"))
         let writer = try store.makeWriter()
         let count = 50_000
-        // Ids in an order unrelated to input order, each written twice: the second half wins.
-        let ids = (0..<count).map { String(($0 &* 7919) % count) }
+        let ids = scrambledIds(count)
         let batch = writer.makeUpsertBatch()
-        try batch.append(ids.map { Profile($0, "first", "") } + ids.map { Profile($0, "second", "") })
+        try batch.append(writtenTwice(ids))
         try writer.upsert(batch)
         let reader = try store.makeReader()
-        #expect(try reader.count() == count)
-        #expect(try reader.recent(3) == Array(ids.suffix(3).reversed()))
-        #expect(try reader.get(ids[0]) == Profile(ids[0], "second", ""))
+        try expectSecondWritesWon(reader, ids)
         #expect(try recencyAndCheck(store) == (true, "ok"))
 
         // A rollback after the next one, or a fault, leaves the rows and `recent` as they were.
