@@ -23,6 +23,8 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     private var connection: PostgresConnection?
     /// Why the last commit failed; nil once one commits. Its own lock: /healthz reads it.
     private let commitRefusal = Mutex<WriteRefusal?>(nil)
+    /// Hashes a commit's ids, with a seed of its own so that clients cannot aim them at one slot.
+    private let hasher = KeyHasher(seed: UInt64.random(in: .min ... .max))
 
     init(store: PostgresProfileStore) {
         self.store = store
@@ -130,7 +132,7 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     /// pg_stat_statements measured it).
     private func commitOnce(_ units: [any WriteUnit], deadline: Int) throws -> PlannedCommit {
         let connection = try connected(deadline: deadline)
-        var plan = PlannedCommit(units)
+        var plan = PlannedCommit(units, hasher: hasher)
         var reads: [(sql: String, parameters: [[UInt8]?])] = [("BEGIN", [])]
         if plan.ids.isEmpty {
             reads.append(("SELECT txid_current()", []))
@@ -170,16 +172,21 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
         if plan.clears { writes.append(("TRUNCATE profiles", [])) }
         let present = plan.presentAfter
         if !present.isEmpty {
-            // Sequences are drawn row by row after the sort, so in operation order. A row the
-            // upsert updated carries the updating transaction in xmax; a new one has none.
-            writes.append(("""
+            // Sequences are drawn row by row after the sort, so in operation order. A commit of
+            // puts alone is told which profiles the upsert created (a row it updated carries the
+            // updating transaction in xmax; a new one has none): usually none, where a row of
+            // reply for every row written cost both sides a parse.
+            let upsert = """
                 INSERT INTO profiles (user_id, name, portrait_uri, seq)
                 SELECT id, name, portrait_uri, nextval('profiles_seq')
                 FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS written (id, name, portrait_uri, position)
                 ORDER BY position
                 ON CONFLICT (user_id) DO UPDATE
                 SET name = EXCLUDED.name, portrait_uri = EXCLUDED.portrait_uri, seq = EXCLUDED.seq
-                """ + (plan.isPutsOnly ? "\nRETURNING user_id, xmax = 0" : ""), plan.upsertParameters(present)))
+                """
+            writes.append((plan.isPutsOnly ? "WITH upserted AS (\(upsert)\nRETURNING user_id, xmax = 0 AS created)\n"
+                               + "SELECT user_id FROM upserted WHERE created" : upsert,
+                           plan.upsertParameters(present)))
         }
         let removed = plan.removedAfter
         if !removed.isEmpty {
@@ -188,10 +195,8 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
         writes.append(("COMMIT", []))
         let results = try finish(connection, writes, transaction: transaction, deadline: deadline)
         if plan.isPutsOnly && !plan.ids.isEmpty {
-            if let upserted = results?.first {
-                for row in 0..<upserted.rowCount where upserted.string(row, 1) == "f" {
-                    upserted.withValue(row, 0) { userId in if let userId { plan.existed(userId) } }
-                }
+            if let created = results?.first {
+                plan.existedBut(created: created)
             } else {
                 // Committed, but the upsert's answer was lost with the connection: which
                 // profiles existed is not known, and the row count waits for the next count.
@@ -265,17 +270,26 @@ private struct CommitOutcomeError: Error {
 /// One group commit worked out in memory: the ids it touches, their rows as PostgreSQL had
 /// them, each operation's outcome, and what to write.
 ///
-/// Everything about an id is kept in arrays at its index, found once per operation when the
-/// plan is made: the plan runs on every SET, and hashing byte arrays in dictionaries was most of
-/// the node's own CPU per SET over PostgreSQL (callgrind).
+/// Every id, value and row read lies once in `bytes`, and everything about an id is kept in
+/// arrays at its index, found once per operation through a table of its own: the plan runs on
+/// every SET, and an array per id and value, hashed in dictionaries, was most of the node's
+/// own CPU per SET over PostgreSQL (callgrind).
 ///
 /// Threading: the writer thread.
 private struct PlannedCommit {
-    typealias Row = (name: [UInt8], portraitUri: [UInt8])
+    /// A profile's fields, as ranges of `bytes`.
+    struct Row {
+        var name: Range<Int>
+        var portraitUri: Range<Int>
+    }
     let units: [any WriteUnit]
-    /// Distinct ids, in the order they first appear.
-    private(set) var ids: [[UInt8]] = []
-    private var indexOf: [[UInt8]: Int] = [:]
+    /// Ids, values and rows read, at the ranges kept below; outcomes point into it too.
+    private var bytes: [UInt8] = []
+    /// Distinct ids as ranges of `bytes`, in the order they first appear.
+    private(set) var ids: [Range<Int>] = []
+    /// Open addressing over `ids`: an id's index, or -1 for an empty slot.
+    private var slots: [Int32]
+    private let hasher: KeyHasher
     /// Each operation's id index, in unit order (-1 for a removal of everything).
     private var operationIds: [Int] = []
     /// Rows as PostgreSQL had them, by id index.
@@ -294,15 +308,20 @@ private struct PlannedCommit {
     private var firstOutcome: [Int] = []
     private(set) var clears = false
     /// Every operation is a put: what to write does not depend on the rows as they are.
-    let isPutsOnly: Bool
+    private(set) var isPutsOnly = true
     /// Each operation's outcome, in unit order; rows after lie in `bytes`.
     private var outcomes: [OperationOutcome] = []
-    private var bytes: [UInt8] = []
     private var unitStarts: [Int] = []
 
-    init(_ units: [any WriteUnit]) {
+    init(_ units: [any WriteUnit], hasher: KeyHasher) {
         self.units = units
-        var isPutsOnly = true
+        self.hasher = hasher
+        var operations = 0
+        for unit in units { operations += unit.operationCount }
+        var tableSize = 16
+        while tableSize < 2 * operations { tableSize <<= 1 }
+        slots = Array(repeating: -1, count: tableSize)
+        operationIds.reserveCapacity(operations)
         for unit in units {
             for index in 0..<unit.operationCount {
                 let operation = unit.operation(at: index)
@@ -311,17 +330,9 @@ private struct PlannedCommit {
                     operationIds.append(-1)
                     continue
                 }
-                let id = Array(userId)
-                if let known = indexOf[id] {
-                    operationIds.append(known)
-                } else {
-                    indexOf[id] = ids.count
-                    operationIds.append(ids.count)
-                    ids.append(id)
-                }
+                operationIds.append(indexOf(userId, adding: true))
             }
         }
-        self.isPutsOnly = isPutsOnly
         existing = Array(repeating: nil, count: ids.count)
         existingUnread = Array(repeating: false, count: ids.count)
         changed = Array(repeating: false, count: ids.count)
@@ -330,23 +341,57 @@ private struct PlannedCommit {
         firstOutcome = Array(repeating: -1, count: ids.count)
     }
 
-    var idsLiteral: [UInt8] { literal(of: Array(ids.indices)) }
+    /// The index of `userId`; when it has none, a new one if `adding`, else -1.
+    private mutating func indexOf(_ userId: UnsafeRawBufferPointer, adding: Bool) -> Int {
+        let mask = slots.count - 1
+        var slot = Int(truncatingIfNeeded: hasher.hash(userId)) & mask
+        while true {
+            let entry = Int(slots[slot])
+            if entry < 0 { break }
+            let known = ids[entry]
+            let same = known.count == userId.count && bytes.withUnsafeBytes { raw in
+                known.isEmpty || memcmp(raw.baseAddress! + known.lowerBound, userId.baseAddress!, known.count) == 0
+            }
+            if same { return entry }
+            slot = (slot + 1) & mask
+        }
+        guard adding else { return -1 }
+        slots[slot] = Int32(ids.count)
+        ids.append(append(userId))
+        return ids.count - 1
+    }
 
-    func literal(of indices: [Int]) -> [UInt8] {
-        PostgresArray.textLiteral(indices.map { ids[$0] })
+    var idsLiteral: [UInt8] { literal(of: ids.indices) }
+
+    /// The text array of the ids at `indices`.
+    func literal<Indices: Collection<Int>>(of indices: Indices) -> [UInt8] {
+        literal(indices.lazy.map { ids[$0] })
+    }
+
+    private func literal<Ranges: Collection<Range<Int>>>(_ ranges: Ranges) -> [UInt8] {
+        bytes.withUnsafeBytes { raw in PostgresArray.textLiteral(ranges.lazy.map { UnsafeRawBufferPointer(rebasing: raw[$0]) }) }
     }
 
     mutating func found(_ row: ProfileRow) {
-        guard let index = indexOf[Array(row.userId)] else { return }
-        existing[index] = (Array(row.name), Array(row.portraitUri))
+        let index = indexOf(row.userId, adding: false)
+        guard index >= 0 else { return }
+        existing[index] = Row(name: append(row.name), portraitUri: append(row.portraitUri))
     }
 
-    /// After `work`, for a commit of puts alone: PostgreSQL had the profile `userId`, whose
-    /// fields were not read. The first operation on it found it present; its fields are
-    /// reported as filled, as the SQLite store does when only a profile's presence is known.
-    mutating func existed(_ userId: UnsafeRawBufferPointer) {
-        guard let index = indexOf[Array(userId)] else { return }
-        markExisted(index)
+    /// After `work`, for a commit of puts alone: PostgreSQL had every profile but those the
+    /// upsert created (`created`), and their fields were not read. The first operation on each
+    /// found it present; its fields are reported as filled, as the SQLite store does when only
+    /// a profile's presence is known.
+    mutating func existedBut(created: PostgresResult) {
+        var wasCreated = Array(repeating: false, count: ids.count)
+        for row in 0..<created.rowCount {
+            created.withValue(row, 0) { userId in
+                guard let userId else { return }
+                let index = indexOf(userId, adding: false)
+                if index >= 0 { wasCreated[index] = true }
+            }
+        }
+        for index in ids.indices where !wasCreated[index] { markExisted(index) }
     }
 
     /// After `work`, for a commit of puts alone: every id is taken to have existed, since the
@@ -384,17 +429,10 @@ private struct PlannedCommit {
 
     private mutating func apply(_ operation: WriteOperation, id index: Int, serial: Int) {
         func record(before: ProfileState, after: Row?, changed: Bool) {
-            var userId = 0..<0, name = 0..<0, portraitUri = 0..<0
-            if let after {
-                userId = append(ids[index])
-                name = append(after.name)
-                portraitUri = append(after.portraitUri)
-            } else if changed {
-                userId = append(ids[index])
-            }
+            let userId = after != nil || changed ? ids[index] : 0..<0
             if firstOutcome[index] < 0 { firstOutcome[index] = outcomes.count }
-            outcomes.append(OperationOutcome(before: before, exists: after != nil, changed: changed,
-                                             userId: userId, name: name, portraitUri: portraitUri))
+            outcomes.append(OperationOutcome(before: before, exists: after != nil, changed: changed, userId: userId,
+                                             name: after?.name ?? 0..<0, portraitUri: after?.portraitUri ?? 0..<0))
             if changed {
                 self.changed[index] = true
                 current[index] = after
@@ -403,26 +441,27 @@ private struct PlannedCommit {
         }
         switch operation {
         case .put(_, let name, let portraitUri):
-            record(before: Self.state(now(index)), after: (Array(name), Array(portraitUri)), changed: true)
+            record(before: Self.state(now(index)), after: Row(name: append(name), portraitUri: append(portraitUri)),
+                   changed: true)
         case .patch(_, let nameEdit, let portraitUriEdit, let createsMissing, let removesEmptied):
             let old = now(index)
             guard old != nil || createsMissing else {
                 return record(before: .absent, after: nil, changed: false)
             }
-            func edit(_ edit: FieldEdit, _ value: [UInt8]) -> ([UInt8], Bool) {
+            func edit(_ edit: FieldEdit, _ value: Range<Int>) -> (Range<Int>, Bool) {
                 switch edit {
                 case .keep: (value, false)
-                case .set(let new): (Array(new), true)
-                case .setIfEmpty(let new): value.isEmpty ? (Array(new), true) : (value, false)
+                case .set(let new): (append(new), true)
+                case .setIfEmpty(let new): value.isEmpty ? (append(new), true) : (value, false)
                 }
             }
-            let (name, nameChanged) = edit(nameEdit, old?.name ?? [])
-            let (portraitUri, portraitUriChanged) = edit(portraitUriEdit, old?.portraitUri ?? [])
+            let (name, nameChanged) = edit(nameEdit, old?.name ?? 0..<0)
+            let (portraitUri, portraitUriChanged) = edit(portraitUriEdit, old?.portraitUri ?? 0..<0)
             if removesEmptied && name.isEmpty && portraitUri.isEmpty {
                 return record(before: Self.state(old), after: nil, changed: old != nil)
             }
             let changed = nameChanged || portraitUriChanged || old == nil
-            record(before: Self.state(old), after: (name, portraitUri), changed: changed)
+            record(before: Self.state(old), after: Row(name: name, portraitUri: portraitUri), changed: changed)
         case .remove:
             let old = now(index)
             record(before: Self.state(old), after: nil, changed: old != nil)
@@ -441,7 +480,7 @@ private struct PlannedCommit {
         }
     }
 
-    private mutating func append(_ value: [UInt8]) -> Range<Int> {
+    private mutating func append(_ value: UnsafeRawBufferPointer) -> Range<Int> {
         let start = bytes.count
         bytes.append(contentsOf: value)
         return start..<bytes.count
@@ -460,11 +499,10 @@ private struct PlannedCommit {
 
     /// The upsert's three arrays, `present` in order.
     func upsertParameters(_ present: [Int]) -> [[UInt8]?] {
-        let rows = present.map { current[$0]! }
-        return [
+        [
             literal(of: present),
-            PostgresArray.textLiteral(rows.map(\.name)),
-            PostgresArray.textLiteral(rows.map(\.portraitUri)),
+            literal(present.lazy.map { current[$0]!.name }),
+            literal(present.lazy.map { current[$0]!.portraitUri }),
         ]
     }
 
