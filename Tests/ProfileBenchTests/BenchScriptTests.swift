@@ -1,0 +1,21 @@
+import ProfileTestSupport
+import Testing
+
+/// Scripts/bench refuses bad flags with one sentence and exit 64, before it installs or builds
+/// anything.
+@Suite struct BenchScriptTests {
+    @Test(arguments: [
+        (["--keys"], "Scripts/bench: --keys needs a value"),
+        (["--keys", "x"], "Scripts/bench: --keys needs a whole number of profiles, 1 or more"),
+        (["--keys", "0"], "Scripts/bench: --keys needs a whole number of profiles, 1 or more"),
+        (["--cluster", "--keys", "63"],
+         "Scripts/bench: --cluster needs --keys 64 or more, since the floor's statements upsert 64 distinct ids"),
+        (["--client-cache", "--cluster"], "Scripts/bench: --client-cache runs alone, not with --compare, --cluster or --tls"),
+        (["--fast"], "usage: Scripts/bench [--compare] [--cluster] [--tls] [--seconds N] [--sustain-seconds N] [--keys N] [--threads N]"),
+    ])
+    func aBadFlagStopsWithOneSentence(arguments: [String], message: String) throws {
+        let (status, output) = try runToCompletion("/bin/bash", [repositoryPath("Scripts/bench")] + arguments)
+        #expect(status == 64, "\(output)")
+        #expect(output.hasPrefix(message), "\(output)")
+    }
+}
