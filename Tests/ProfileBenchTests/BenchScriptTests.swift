@@ -11,6 +11,10 @@ import Testing
         (["--cluster", "--keys", "63"],
          "Scripts/bench: --cluster needs --keys 64 or more, since the floor's statements upsert 64 distinct ids"),
         (["--client-cache", "--cluster"], "Scripts/bench: --client-cache runs alone, not with --compare, --cluster or --tls"),
+        (["--rtt-us", "x"], "Scripts/bench: --rtt-us needs a whole number of microseconds, 0 to 1000000"),
+        (["--client-cache", "--rtt-us", "1000001"], "Scripts/bench: --rtt-us needs a whole number of microseconds, 0 to 1000000"),
+        (["--client-cache", "--rtt-us", "08"], "Scripts/bench: --rtt-us needs a whole number of microseconds, 0 to 1000000"),
+        (["--rtt-us", "500"], "Scripts/bench: --rtt-us goes with --client-cache"),
         (["--fast"], "usage: Scripts/bench [--compare] [--cluster] [--tls] [--seconds N] [--sustain-seconds N] [--keys N] [--threads N]"),
     ])
     func aBadFlagStopsWithOneSentence(arguments: [String], message: String) throws {
