@@ -4,6 +4,7 @@
 //
 //   cc -O2 Scripts/delay-proxy.c -o delay-proxy && ./delay-proxy LISTEN_PORT UPSTREAM_PORT RTT_MICROSECONDS
 //
+// LISTEN_PORT 0 takes a free port; either way it prints "listening on PORT" once it listens.
 // One thread, epoll, and a timerfd armed for the earliest chunk due, so that a held chunk costs
 // no polling. A direction holding more than 4 MiB stops reading until it drains. Either side
 // closing or failing closes both. It runs until killed.
@@ -197,7 +198,7 @@ int main(int argc, char **argv) {
     long listen_port = argc == 4 ? number(argv[1]) : -1;
     long upstream_port = argc == 4 ? number(argv[2]) : -1;
     long rtt_us = argc == 4 ? number(argv[3]) : -1;
-    if (listen_port < 1 || listen_port > 65535 || upstream_port < 1 || upstream_port > 65535 || rtt_us < 0 ||
+    if (listen_port < 0 || listen_port > 65535 || upstream_port < 1 || upstream_port > 65535 || rtt_us < 0 ||
         rtt_us > 10000000) {
         fprintf(stderr, "usage: delay-proxy LISTEN_PORT UPSTREAM_PORT RTT_MICROSECONDS (0 to 10000000)\n");
         return 64;
@@ -207,6 +208,11 @@ int main(int argc, char **argv) {
     timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
     if (epoll_fd < 0 || timer_fd < 0) die("epoll_create1 or timerfd_create");
     int listener = loopback_socket((int)listen_port, 1);
+    struct sockaddr_in bound;
+    socklen_t bound_length = sizeof bound;
+    if (getsockname(listener, (struct sockaddr *)&bound, &bound_length) < 0) die("getsockname");
+    printf("listening on %d\n", ntohs(bound.sin_port));
+    fflush(stdout);
     struct epoll_event event = {.events = EPOLLIN, .data.ptr = &listener};
     if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listener, &event) < 0) die("epoll_ctl");
     event.data.ptr = &timer_fd;
