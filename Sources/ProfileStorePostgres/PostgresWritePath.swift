@@ -127,9 +127,9 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
 
     /// Two round trips: BEGIN, the locks and the rows as they are, in one pipeline; then,
     /// once the plan is worked out, the writes and COMMIT in another. A commit of puts alone
-    /// needs no row to work out what to write: it reads none, and its upsert returns which
-    /// profiles existed (reading the rows was a third of PostgreSQL's time per SET, as
-    /// pg_stat_statements measured it).
+    /// needs no row to work out what to write: it reads none, and its upsert returns the
+    /// profiles it created, so the others existed (reading the rows was a third of
+    /// PostgreSQL's time per SET, as pg_stat_statements measured it).
     private func commitOnce(_ units: [any WriteUnit], deadline: Int) throws -> PlannedCommit {
         let connection = try connected(deadline: deadline)
         var plan = PlannedCommit(units, hasher: hasher)
@@ -165,8 +165,8 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
             if !connection.isBroken { try? connection.execute("ROLLBACK", deadline: deadline) }
             throw error
         }
-        // Puts alone are worked out with nothing known of the rows: which profiles existed
-        // comes back from the upsert, and completes their outcomes.
+        // Puts alone are worked out with nothing known of the rows: which profiles the upsert
+        // created comes back from it, and completes their outcomes.
         plan.work()
         var writes: [(sql: String, parameters: [[UInt8]?])] = []
         if plan.clears { writes.append(("TRUNCATE profiles", [])) }
