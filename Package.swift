@@ -86,7 +86,7 @@ let package = Package(
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileModel", "ProfileProtocol", "ProfileTestSupport", "WireBytes"]),
         .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol", "ProfileModel"]),
         .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
-        .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore", "ProfileStoreSQLite", "CSQLite", "ProfileTestSupport"]),
+        .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore", "ProfileStoreSQLite", "ProfileSystem", "CSQLite", "ProfileTestSupport"]),
         // Against the throw-away PostgreSQL that Scripts/test starts (PROFILED_TEST_POSTGRES).
         .testTarget(name: "ProfilePostgresTests", dependencies: ["ProfilePostgres", "ProfileSystem", "ProfileTestSupport"]),
         .testTarget(name: "ProfileServerTests",

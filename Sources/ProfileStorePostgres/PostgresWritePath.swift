@@ -23,8 +23,6 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     private var connection: PostgresConnection?
     /// Why the last commit failed; nil once one commits. Its own lock: /healthz reads it.
     private let commitRefusal = Mutex<WriteRefusal?>(nil)
-    /// Hashes a commit's ids, with a seed of its own so that clients cannot aim them at one slot.
-    private let hasher = KeyHasher(seed: UInt64.random(in: .min ... .max))
 
     init(store: PostgresProfileStore) {
         self.store = store
@@ -132,7 +130,7 @@ final class PostgresWritePath: ProfileWritePath, @unchecked Sendable {
     /// PostgreSQL's time per SET, as pg_stat_statements measured it).
     private func commitOnce(_ units: [any WriteUnit], deadline: Int) throws -> PlannedCommit {
         let connection = try connected(deadline: deadline)
-        var plan = PlannedCommit(units, hasher: hasher)
+        var plan = PlannedCommit(units)
         var reads: [(sql: String, parameters: [[UInt8]?])] = [("BEGIN", [])]
         if plan.ids.isEmpty {
             reads.append(("SELECT txid_current()", []))
@@ -271,9 +269,9 @@ private struct CommitOutcomeError: Error {
 /// them, each operation's outcome, and what to write.
 ///
 /// Every id, value and row read lies once in `bytes`, and everything about an id is kept in
-/// arrays at its index, found once per operation through a table of its own: the plan runs on
-/// every SET, and an array per id and value, hashed in dictionaries, was most of the node's
-/// own CPU per SET over PostgreSQL (callgrind).
+/// arrays at its index, found once per operation through a `KeyIndex`: the plan runs on every
+/// SET, and an array per id and value, hashed in dictionaries, was most of the node's own CPU
+/// per SET over PostgreSQL (callgrind).
 ///
 /// Threading: the writer thread.
 private struct PlannedCommit {
@@ -287,9 +285,7 @@ private struct PlannedCommit {
     private var bytes: [UInt8] = []
     /// Distinct ids as ranges of `bytes`, in the order they first appear.
     private(set) var ids: [Range<Int>] = []
-    /// Open addressing over `ids`: an id's index, or -1 for an empty slot.
-    private var slots: [Int32]
-    private let hasher: KeyHasher
+    private var index = KeyIndex()
     /// Each operation's id index, in unit order (-1 for a removal of everything).
     private var operationIds: [Int] = []
     /// Rows as PostgreSQL had them, by id index.
@@ -313,14 +309,11 @@ private struct PlannedCommit {
     private var outcomes: [OperationOutcome] = []
     private var unitStarts: [Int] = []
 
-    init(_ units: [any WriteUnit], hasher: KeyHasher) {
+    init(_ units: [any WriteUnit]) {
         self.units = units
-        self.hasher = hasher
         var operations = 0
         for unit in units { operations += unit.operationCount }
-        var tableSize = 16
-        while tableSize < 2 * operations { tableSize <<= 1 }
-        slots = Array(repeating: -1, count: tableSize)
+        index.reset(forKeys: operations)
         operationIds.reserveCapacity(operations)
         for unit in units {
             for index in 0..<unit.operationCount {
@@ -330,7 +323,7 @@ private struct PlannedCommit {
                     operationIds.append(-1)
                     continue
                 }
-                operationIds.append(indexOf(userId, adding: true))
+                operationIds.append(adding(userId))
             }
         }
         existing = Array(repeating: nil, count: ids.count)
@@ -341,22 +334,15 @@ private struct PlannedCommit {
         firstOutcome = Array(repeating: -1, count: ids.count)
     }
 
-    /// The index of `userId`; when it has none, a new one if `adding`, else -1.
-    private mutating func indexOf(_ userId: UnsafeRawBufferPointer, adding: Bool) -> Int {
-        let mask = slots.count - 1
-        var slot = Int(truncatingIfNeeded: hasher.hash(userId)) & mask
-        while true {
-            let entry = Int(slots[slot])
-            if entry < 0 { break }
-            let known = ids[entry]
-            let same = known.count == userId.count && bytes.withUnsafeBytes { raw in
-                known.isEmpty || memcmp(raw.baseAddress! + known.lowerBound, userId.baseAddress!, known.count) == 0
-            }
-            if same { return entry }
-            slot = (slot + 1) & mask
-        }
-        guard adding else { return -1 }
-        slots[slot] = Int32(ids.count)
+    private func position(of userId: UnsafeRawBufferPointer) -> KeyIndex.Position {
+        bytes.withUnsafeBytes { raw in index.find(userId) { UnsafeRawBufferPointer(rebasing: raw[ids[$0]]) } }
+    }
+
+    /// The index of `userId`, which it gets now if it has none.
+    private mutating func adding(_ userId: UnsafeRawBufferPointer) -> Int {
+        let position = position(of: userId)
+        if let known = position.number { return known }
+        index.set(position, to: ids.count)
         ids.append(append(userId))
         return ids.count - 1
     }
@@ -373,8 +359,7 @@ private struct PlannedCommit {
     }
 
     mutating func found(_ row: ProfileRow) {
-        let index = indexOf(row.userId, adding: false)
-        guard index >= 0 else { return }
+        guard let index = position(of: row.userId).number else { return }
         existing[index] = Row(name: append(row.name), portraitUri: append(row.portraitUri))
     }
 
@@ -387,8 +372,7 @@ private struct PlannedCommit {
         for row in 0..<created.rowCount {
             created.withValue(row, 0) { userId in
                 guard let userId else { return }
-                let index = indexOf(userId, adding: false)
-                if index >= 0 { wasCreated[index] = true }
+                if let index = position(of: userId).number { wasCreated[index] = true }
             }
         }
         for index in ids.indices where !wasCreated[index] { markExisted(index) }

@@ -388,53 +388,30 @@ final class SQLiteWritePath: ProfileWritePath, @unchecked Sendable {
 ///
 /// Threading: the write path's thread.
 struct GroupOverlay {
-    private var slots: [Int32] = []
-    private var hashes: [UInt64] = []
-    private var mask = 0
-    private let hasher = KeyHasher(seed: UInt64.random(in: .min ... .max))
+    /// Each id, numbered by its newest outcome's index.
+    private var index = KeyIndex()
     /// A FLUSHALL came earlier in this commit: ids not written since are absent.
     private(set) var isCleared = false
 
     mutating func reset(forOperations operations: Int) {
-        var size = 16
-        while size < 2 * operations { size *= 2 }
-        if slots.count != size {
-            slots = [Int32](repeating: -1, count: size)
-            hashes = [UInt64](repeating: 0, count: size)
-        } else {
-            for i in slots.indices { slots[i] = -1 }
-        }
-        mask = size - 1
+        index.reset(forKeys: operations)
         isCleared = false
     }
 
     mutating func clearAll() {
-        for i in slots.indices { slots[i] = -1 }
+        index.removeAll()
         isCleared = true
     }
 
     func outcome(of userId: UnsafeRawBufferPointer, frame: LogFrame, outcomes: [OperationOutcome]) -> Int? {
-        let hash = hasher.hash(userId)
-        var slot = Int(truncatingIfNeeded: hash) & mask
-        while slots[slot] >= 0 {
-            let index = Int(slots[slot])
-            if hashes[slot] == hash && bytesEqual(frame.view(outcomes[index].userId), userId) { return index }
-            slot = (slot + 1) & mask
-        }
-        return nil
+        index.find(userId) { frame.view(outcomes[$0].userId) }.number
     }
 
     /// Makes `outcome` (the next to be appended to `outcomes`) the newest for its id.
     mutating func record(_ userId: UnsafeRawBufferPointer, outcome: Int, frame: LogFrame,
                          outcomes: [OperationOutcome]) {
-        let hash = hasher.hash(userId)
-        var slot = Int(truncatingIfNeeded: hash) & mask
-        while slots[slot] >= 0 {
-            if hashes[slot] == hash && bytesEqual(frame.view(outcomes[Int(slots[slot])].userId), userId) { break }
-            slot = (slot + 1) & mask
-        }
-        slots[slot] = Int32(outcome)
-        hashes[slot] = hash
+        let position = index.find(userId) { frame.view(outcomes[$0].userId) }
+        index.set(position, to: outcome)
     }
 }
 
