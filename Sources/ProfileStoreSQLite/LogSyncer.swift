@@ -113,9 +113,7 @@ final class LogSyncer: @unchecked Sendable {
             }
         }
         if error == 0 && syncsDirectory {
-            let directory = open(WriteLogFile.splitPath(file.path).directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if directory < 0 || fsync(directory) != 0 { error = errno }
-            if directory >= 0 { close(directory) }
+            error = syncDirectory(holding: file.path)
         }
         for descriptor in pending.dropLast() { close(descriptor) }
         if error != 0 {

@@ -116,7 +116,8 @@ public final class OfflineStoreWriter: ProfileWriter {
                                           : "cannot name the new file \(file.path): \(String(cString: strerror(error)))")
         }
         unlink(building)
-        try sync(directoryPath(of: file.path), what: "the directory of \(file.path)")
+        let error = syncDirectory(holding: file.path)
+        guard error == 0 else { throw failure("cannot sync the directory of \(file.path): \(String(cString: strerror(error)))") }
     }
 
     private func sync(_ path: String, what: String) throws(StoreError) {

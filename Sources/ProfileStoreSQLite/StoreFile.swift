@@ -147,6 +147,14 @@ func directoryPath(of path: String) -> String {
     return slash == path.utf8.startIndex ? "/" : String(Substring(path.utf8[..<slash]))
 }
 
+/// Makes the names in the directory holding `path` durable; 0, or the errno of what failed.
+func syncDirectory(holding path: String) -> Int32 {
+    let directory = open(directoryPath(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard directory >= 0 else { return errno }
+    defer { close(directory) }
+    return fsync(directory) == 0 ? 0 : errno
+}
+
 /// mkdir -p of the directory holding `path`, with mode 0755.
 private func makeDirectories(parentOf path: String, databasePath: String) throws(StoreError) {
     guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.utf8.startIndex else { return }

@@ -65,8 +65,7 @@ enum WriteLogFile {
     /// The directory holding `path` and the file's own name.
     static func splitPath(_ path: String) -> (directory: String, name: String) {
         guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return (".", path) }
-        let directory = slash == path.utf8.startIndex ? "/" : String(Substring(path.utf8[..<slash]))
-        return (directory, String(Substring(path.utf8[path.utf8.index(after: slash)...])))
+        return (directoryPath(of: path), String(Substring(path.utf8[path.utf8.index(after: slash)...])))
     }
 
     static func header(number: UInt64, previousLength: Int) -> [UInt8] {
@@ -297,10 +296,7 @@ final class WriteLogWriter: @unchecked Sendable {
 
     /// Makes a new segment's name durable, for `--sync full`.
     private func syncDirectory() -> Bool {
-        let directory = open(WriteLogFile.splitPath(file.path).directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else { return false }
-        defer { Glibc.close(directory) }
-        return fsync(directory) == 0
+        ProfileStoreSQLite.syncDirectory(holding: file.path) == 0
     }
 
     /// Closes the current segment; the next append begins the next one.
