@@ -111,6 +111,9 @@ static int take(struct side *from) {
         close_pair(from);
         return 0;
     }
+    // Held for the whole delay: keep only what was read.
+    struct chunk *fitted = realloc(chunk, sizeof *chunk + (size_t)n);
+    if (fitted) chunk = fitted;
     chunk->due = now_ns() + one_way_ns;
     chunk->length = (size_t)n;
     chunk->sent = 0;

@@ -8,8 +8,9 @@ import ProfileSystem
 
 /// The request path both fronts share, for one worker: the reply scratch and its budget, the
 /// cache and the store's reads (`WorkerReads`), writes handed to the writer, reads queued for
-/// the fetchers, and the pass's counters. It names no protocol: a front (`LineFront`, `RESPFront`) decodes a
-/// request, asks this for what it needs, and encodes the answer into its scratch.
+/// the fetchers, and the pass's counters. It names no protocol: a front (`LineFront`,
+/// `RESPFront`) decodes a request, asks this for what it needs, and encodes the answer into
+/// its scratch.
 ///
 /// Owned by its worker and used by that worker's thread only.
 final class RequestProcessor {
