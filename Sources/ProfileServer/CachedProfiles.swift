@@ -1,22 +1,17 @@
 import ProfileCache
-import ProfileProtocol
 import ProfileStore
 
-/// Writes `row`'s VALUE line at `out` (room for `ReplyEncoder.valueLineCount` bytes) and
-/// returns the cache's view of it: the line, encoded once for every GET that hits it, and
-/// the raw values the RESP front answers with, found in the line wherever it carries them as
-/// they are (else the row's own bytes, which the cache copies).
+/// How the cache keeps a profile: the reply one front encodes once for it, with its values
+/// found in it (`EncodedProfile`), so that a hit on that front copies the reply whole and any
+/// other front builds its own from the values. The core calls it for every row it puts in the
+/// cache (a miss read from the store, a fetcher's answer, a committed write) and knows nothing
+/// of the bytes; the front that answers most lookups supplies it.
 ///
-/// The views are valid while `out` and the row's bytes are; any thread, for its own memory.
-func encodeForCache(_ row: ProfileRow, at out: UnsafeMutableRawPointer) -> EncodedProfile {
-    let layout = ReplyEncoder.writeValueLineLocatingValues(userId: row.userId, name: row.name,
-                                                           portraitUri: row.portraitUri, to: out)
-    func value(_ raw: UnsafeRawBufferPointer, at offset: Int?) -> UnsafeRawBufferPointer {
-        guard let offset else { return raw }
-        return UnsafeRawBufferPointer(start: out + offset, count: raw.count)
-    }
-    return EncodedProfile(reply: UnsafeRawBufferPointer(start: out, count: layout.count),
-                          userIdInReply: layout.userId.map { UnsafeRawBufferPointer(start: out + $0, count: row.userId.count) },
-                          name: value(row.name, at: layout.name),
-                          portraitUri: value(row.portraitUri, at: layout.portraitUri))
+/// Immutable; any thread may use it.
+protocol CachedProfileEncoding: Sendable {
+    /// The most bytes `encode` writes for a profile of the longest values.
+    var capacity: Int { get }
+    /// Writes `row`'s encoding at `out` and returns the cache's view of it, valid while
+    /// `out` and the row's bytes are.
+    func encode(_ row: ProfileRow, at out: UnsafeMutableRawPointer) -> EncodedProfile
 }

@@ -40,8 +40,8 @@ final class ReadJob: @unchecked Sendable {
     let read: Read
     /// How the front words the answer.
     let answer: any ReadAnswer
-    /// The verb whose latency the answer ends; nil for the rest of a request counted already.
-    let verb: Verb?
+    /// The kind of request whose latency the answer ends; nil for the rest of a request counted already.
+    let kind: RequestKind?
     let startNanos: Int
     private let arguments: ArgumentStore
     /// The ids to look up: argument indices, with `keyPrefix` bytes to skip in each.
@@ -60,13 +60,13 @@ final class ReadJob: @unchecked Sendable {
     var count = 0
     var failure: String?
 
-    init(connection: Connection, read: Read, answer: any ReadAnswer, verb: Verb?, arguments count: Int,
+    init(connection: Connection, read: Read, answer: any ReadAnswer, kind: RequestKind?, arguments count: Int,
          argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?]) {
         self.connection = connection
         worker = connection.worker
         self.read = read
         self.answer = answer
-        self.verb = verb
+        self.kind = kind
         startNanos = worker.processor.passStart
         arguments = ArgumentStore(count: count, argument: argument)
         self.lookups = lookups

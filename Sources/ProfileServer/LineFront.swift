@@ -88,7 +88,7 @@ final class LineFront {
         if !waiting && connection.role >= Verb.get.requiredRole,
            let userId = RequestLines.plainGetUserId(UnsafeRawBufferPointer(line)) {
             lookUpOne(.get, userId, mustFetch: false, connection)
-            if connection.readsInFlight == 0 { processor.countPassVerb(.get) }
+            if connection.readsInFlight == 0 { processor.countPass(.get) }
             return true
         }
         // Decoding unescapes quoted tokens in place; a line we might have to leave for later
@@ -119,7 +119,7 @@ final class LineFront {
         case .success(let command):
             let fetching = connection.readsInFlight
             execute(command, on: connection, mustFetch: readsWaiting)
-            if !verb.isWrite && connection.readsInFlight == fetching { processor.countPassVerb(verb) }
+            if !verb.isWrite && connection.readsInFlight == fetching { processor.countPass(verb.kind) }
         }
         return true
     }
@@ -139,13 +139,13 @@ final class LineFront {
         }
         guard !processor.writesInFlight(touch: userId, on: connection) else { return false }
         processor.holdReply(on: connection) { execute(command, on: connection, mustFetch: false) }
-        processor.countPassVerb(verb)
+        processor.countPass(verb.kind)
         return true
     }
 
     /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
     /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
-    static let heldReplyRoom = max(RequestProcessor.valueLineCapacity, "ERROR STORE \n".utf8.count + RequestProcessor.storeFailureReasonBytes)
+    static let heldReplyRoom = max(LineCacheEncoding.valueLineCapacity, "ERROR STORE \n".utf8.count + RequestProcessor.storeFailureReasonBytes)
 
     // Inlined into serveLine, its only caller, so the command is not copied to be passed on.
     /// `mustFetch`: reads of a shared store are in flight on the connection, so a lookup goes
@@ -163,13 +163,13 @@ final class LineFront {
             let decoder = self.decoder
             lookUpMany(count: count, mustFetch: mustFetch, connection) { decoder.argument($0) }
         case .count:
-            processor.readListing(.count, answer: LineReadAnswer.count, verb: .count, arguments: 0,
+            processor.readListing(.count, answer: LineReadAnswer.count, kind: .count, arguments: 0,
                         argument: { _ in fatalError("COUNT has no arguments") }, connection)
         case .recent(let limit):
-            processor.readListing(.recent(limit: limit), answer: LineReadAnswer.rows, verb: .recent, arguments: 0,
+            processor.readListing(.recent(limit: limit), answer: LineReadAnswer.rows, kind: .recent, arguments: 0,
                         argument: { _ in fatalError("RECENT's limit is in its request") }, connection)
         case .scan(let after, let limit):
-            processor.readListing(.scan(after: Array(after), limit: limit), answer: LineReadAnswer.rows, verb: .scan, arguments: 0,
+            processor.readListing(.scan(after: Array(after), limit: limit), answer: LineReadAnswer.rows, kind: .scan, arguments: 0,
                         argument: { _ in fatalError("SCAN's arguments are in its request") }, connection)
         case .stats:
             writeStatistics(connection)
@@ -191,7 +191,7 @@ final class LineFront {
             let count = name != nil && portraitUri != nil ? 3 : 2
             let update = JobOperation(kind: .patch(createsMissing: false, removesEmptied: false), userId: 0,
                                       name: name != nil ? .set(1) : .keep, portraitUri: portraitUri != nil ? .set(count - 1) : .keep)
-            processor.submit(WriteJob(connection: connection, operations: SmallList(CollectionOfOne(update)), answer: LineWriteAnswer.updated, verb: .update,
+            processor.submit(WriteJob(connection: connection, operations: SmallList(CollectionOfOne(update)), answer: LineWriteAnswer.updated, kind: .update,
                             arguments: count) { $0 == 0 ? userId : $0 == 1 ? second : portraitUri! },
                    connection)
         case .del:
@@ -204,7 +204,7 @@ final class LineFront {
     private func enqueue(_ operations: SmallList<JobOperation>, _ answer: LineWriteAnswer, _ verb: Verb, arguments: Int,
                          _ connection: Connection) {
         let decoder = self.decoder
-        processor.submit(WriteJob(connection: connection, operations: operations, answer: answer, verb: verb, arguments: arguments) {
+        processor.submit(WriteJob(connection: connection, operations: operations, answer: answer, kind: verb.kind, arguments: arguments) {
             decoder.argument($0)
         }, connection)
     }
@@ -309,7 +309,7 @@ final class LineFront {
                 try connection.unfinishedLookups!.withNext { try lookUp($0, exists: false, on: connection) }
             } catch is NeedsFetch {
                 connection.unfinishedLookups!.withRemaining { count, id in
-                    processor.submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, verb: nil, arguments: count, argument: id,
+                    processor.submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, kind: nil, arguments: count, argument: id,
                                 lookups: Array(0..<count),
                                 keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
                 }
@@ -475,7 +475,7 @@ final class LineFront {
     private func fetch(_ verb: Verb, count: Int, _ reason: NeedsFetch, _ connection: Connection,
                        id: (Int) -> UnsafeRawBufferPointer) {
         if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
-        processor.submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), verb: verb, arguments: count, argument: id,
+        processor.submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), kind: verb.kind, arguments: count, argument: id,
                     lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
     }
 }
@@ -591,5 +591,61 @@ enum LineReadAnswer: ReadAnswer {
             }
         }
         if verb == .mget { worker.lineFront.reply(ReplyEncoder.end, connection) }
+    }
+}
+
+extension Verb {
+    /// What the core counts the request as: the same word.
+    var kind: RequestKind {
+        switch self {
+        case .ping: .ping
+        case .get: .get
+        case .mget: .mget
+        case .set: .set
+        case .mset: .mset
+        case .update: .update
+        case .del: .del
+        case .exists: .exists
+        case .count: .count
+        case .recent: .recent
+        case .scan: .scan
+        case .stats: .stats
+        case .auth: .auth
+        case .flushall: .flushall
+        case .quit: .quit
+        }
+    }
+
+    /// Whether a shared store's fetchers answer it when the cache cannot.
+    var isFetched: Bool {
+        switch self {
+        case .get, .mget, .exists, .count, .recent, .scan: true
+        default: false
+        }
+    }
+}
+
+/// The line protocol's `CachedProfileEncoding`: a profile's VALUE line, encoded once for every
+/// GET that hits it, with the raw values the RESP front answers with found in the line
+/// wherever it carries them as they are (else the row's own bytes, which the cache copies).
+///
+/// Immutable; any thread may use it.
+struct LineCacheEncoding: CachedProfileEncoding {
+    /// The longest VALUE line: every byte of the three values escaped, with quotes and spaces.
+    static let valueLineCapacity = 6 + 3 * 3 + ValueEncoder.maxExpansion * (Limits.userId + Limits.name + Limits.portraitUri)
+
+    var capacity: Int { Self.valueLineCapacity }
+
+    func encode(_ row: ProfileRow, at out: UnsafeMutableRawPointer) -> EncodedProfile {
+        let layout = ReplyEncoder.writeValueLineLocatingValues(userId: row.userId, name: row.name,
+                                                               portraitUri: row.portraitUri, to: out)
+        func value(_ raw: UnsafeRawBufferPointer, at offset: Int?) -> UnsafeRawBufferPointer {
+            guard let offset else { return raw }
+            return UnsafeRawBufferPointer(start: out + offset, count: raw.count)
+        }
+        return EncodedProfile(reply: UnsafeRawBufferPointer(start: out, count: layout.count),
+                              userIdInReply: layout.userId.map { UnsafeRawBufferPointer(start: out + $0, count: row.userId.count) },
+                              name: value(row.name, at: layout.name),
+                              portraitUri: value(row.portraitUri, at: layout.portraitUri))
     }
 }

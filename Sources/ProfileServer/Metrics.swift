@@ -273,12 +273,12 @@ final class MetricsServer {
         let metric = "profiled_request_duration_seconds"
         text += "# HELP \(metric) Time from a request's bytes being read to its reply being handed to the socket.\n"
         text += "# TYPE \(metric) histogram\n"
-        for verb in Verb.allCases {
+        for kind in RequestKind.allCases {
             var buckets = [Int](repeating: 0, count: LatencyHistograms.bucketCount)
             var count = 0
             var sumNanos = 0
-            for worker in context.latency { worker.add(verb, into: &buckets, count: &count, sumNanos: &sumNanos) }
-            let label = "command=\"\(String(describing: verb.name).lowercased())\""
+            for worker in context.latency { worker.add(kind, into: &buckets, count: &count, sumNanos: &sumNanos) }
+            let label = "command=\"\(kind.metricName)\""
             var cumulative = 0
             for (i, bound) in latencyBucketBounds.enumerated() {
                 cumulative += buckets[i]

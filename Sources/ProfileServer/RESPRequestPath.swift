@@ -310,7 +310,7 @@ final class RESPFront {
     @inline(__always)
     private func countPassCommand(_ command: RESPCommandName) {
         guard !command.isWrite && command != .exec else { return }
-        processor.countPassVerb(command.verb)
+        processor.countPass(command.kind)
     }
 
     // MARK: Commands that change nothing
@@ -368,7 +368,7 @@ final class RESPFront {
                 // Inside EXEC nothing waits for a fetch: what the store's writes left.
                 respInteger(processor.context.writePath.rowCount, connection)
             } else {
-                processor.readListing(.count, answer: RESPReadAnswer.dbsize, verb: command.verb, arguments: 0,
+                processor.readListing(.count, answer: RESPReadAnswer.dbsize, kind: command.kind, arguments: 0,
                             argument: { _ in fatalError("DBSIZE has no arguments") }, connection)
             }
         case .command:
@@ -451,7 +451,7 @@ final class RESPFront {
         let keys = command == .exists ? Array(1..<arguments.count) : [1]
         let lookups = keys.filter { keyspace.userId(ofKey: arguments[$0]) != nil }
         let prefix = processor.context.configuration.respKeyPrefix.count
-        processor.submitFetch(.lookups, answer: RESPReadAnswer.command(command), verb: command.verb, arguments: arguments.count,
+        processor.submitFetch(.lookups, answer: RESPReadAnswer.command(command), kind: command.kind, arguments: arguments.count,
                     argument: { arguments[$0] },
                     lookups: lookups, keyPrefix: prefix,
                     tickets: lookups.map { processor.fillTicket(UnsafeRawBufferPointer(rebasing: arguments[$0][prefix...])) }, connection)
@@ -857,7 +857,7 @@ final class RESPFront {
         }
         if options.limit == 0 { return writeScanReply(arguments, userIds: [], limit: 0, connection) }
         processor.readListing(.scan(after: options.after, limit: options.limit), answer: RESPReadAnswer.scan(limit: options.limit),
-                    verb: .scan, arguments: arguments.count,
+                    kind: .scan, arguments: arguments.count,
                     argument: { arguments[$0] }, connection)
     }
 

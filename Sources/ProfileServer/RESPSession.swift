@@ -136,10 +136,10 @@ final class RESPTransaction {
 }
 
 extension RESPCommandName {
-    /// The line protocol's command whose STATS counters and latency histogram it shares:
-    /// lookups count as GET, hash writes as SET or UPDATE, a transaction as MSET (writes
-    /// committed together), and commands about the connection as PING.
-    var verb: Verb {
+    /// The kind of request its latency counts as, the same as the line protocol's command
+    /// that does the same: lookups count as GET, hash writes as SET or UPDATE, a transaction
+    /// as MSET (writes committed together), and commands about the connection as PING.
+    var kind: RequestKind {
         switch self {
         case .ping, .echo, .hello, .select, .client, .command, .config, .multi, .discard, .watch, .unwatch, .subscribe,
              .unsubscribe: .ping

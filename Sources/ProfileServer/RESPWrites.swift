@@ -100,7 +100,7 @@ extension RESPFront {
         answer.add(command, first: 0, count: arguments.count, operations: &operations, argument: { arguments[$0] },
                    names: { self.keyspace.userId(ofKey: $0) != nil })
         processor.submit(WriteJob(connection: connection, operations: operations, keyPrefix: processor.context.configuration.respKeyPrefix.count,
-                        answer: answer, verb: command.verb, trackingOrigin: connection.resp.id, arguments: arguments.count) { arguments[$0] },
+                        answer: answer, kind: command.kind, trackingOrigin: connection.resp.id, arguments: arguments.count) { arguments[$0] },
                connection)
     }
 
@@ -123,7 +123,7 @@ extension RESPFront {
                            argument: argument, names: { self.keyspace.userId(ofKey: $0) != nil })
             }
             return WriteJob(connection: connection, operations: operations, keyPrefix: processor.context.configuration.respKeyPrefix.count,
-                            answer: answer, verb: RESPCommandName.exec.verb, trackingOrigin: connection.resp.id,
+                            answer: answer, kind: RESPCommandName.exec.kind, trackingOrigin: connection.resp.id,
                             arguments: queued.count, argument: argument)
         }
         processor.submit(job, connection)

@@ -34,7 +34,8 @@ extension RequestProcessor {
 
     /// Reads a profile the cache missed at once (`WorkerReads.lookUp`), fills the cache with it
     /// (or with its absence) under `ticket`, and hands `use` what was cached (nil: no profile).
-    /// The row is encoded for the cache at `place(row)`, which must have room for it.
+    /// The row is encoded for the cache (`CachedProfileEncoding`) at `place(row)`, which must
+    /// have room for it.
     /// - Throws: the store's error, or `NeedsFetch.miss` when the fetchers read this store;
     ///   `use` has not run then.
     func readMissed<R>(_ userId: UnsafeRawBufferPointer, ticket: FillTicket,
@@ -47,7 +48,7 @@ extension RequestProcessor {
                     cache.fill(userId, profile: nil, ticket: ticket)
                     return use(nil)
                 }
-                let encoded = encodeForCache(row, at: place(row))
+                let encoded = context.cacheEncoding.encode(row, at: place(row))
                 cache.fill(userId, profile: encoded, ticket: ticket)
                 return use(encoded)
             }
@@ -88,11 +89,11 @@ extension RequestProcessor {
         }
     }
 
-    /// Counts a request answered in this pass, for the per-verb latency.
+    /// Counts a request answered in this pass, for the latency of its kind.
     @inline(__always)
-    func countPassVerb(_ verb: Verb) {
-        passVerbCounts[Int(verb.rawValue)] += 1
-        passVerbsSeen |= 1 << verb.rawValue
+    func countPass(_ kind: RequestKind) {
+        passKindCounts[Int(kind.rawValue)] += 1
+        passKindsSeen |= 1 << kind.rawValue
     }
 
     /// Queues a job for the writer at the end of the pass; its answer comes back to this worker.

@@ -25,7 +25,8 @@ final class RequestProcessor {
     /// Reads of a shared store this pass made, for the fetchers.
     var fetchJobs: [ReadJob] = []
     let cache: ProfileCache
-    /// Where a row read from the store for the cache alone (not into a reply) is encoded for it.
+    /// Where a row read from the store for the cache alone (not into a reply) is encoded for
+    /// it: room for the cache's longest encoding.
     let valueScratch: UnsafeMutableRawPointer
     /// The ids a front's look-ahead gathers over a pass's pipelined reads, so that the cache's
     /// memory misses for all of them overlap (`ProfileCache.prefetch`); reused by every pass.
@@ -33,15 +34,15 @@ final class RequestProcessor {
     /// How many ids one look-ahead gathers, and how many requests it reads at most: two
     /// pipelines of 16 GETs, or two MGETs of 16.
     static let lookaheadSlots = 32
-    /// When the current pass over a connection began, and how many requests of each verb it
+    /// When the current pass over a connection began, and how many requests of each kind it
     /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
     private(set) var passStart = 0
     /// Whether the cache may answer during the current pass: a shared store's lease, asked once
     /// per pass (`beginPass`); a store of this server's own always lets it.
     private(set) var cacheVouched = true
-    var passVerbCounts = [Int](repeating: 0, count: Verb.allCases.count)
-    /// Bit n set: `passVerbCounts[n]` is not zero (so a pass visits only the verbs it served).
-    var passVerbsSeen: UInt32 = 0
+    var passKindCounts = [Int](repeating: 0, count: RequestKind.allCases.count)
+    /// Bit n set: `passKindCounts[n]` is not zero (so a pass visits only the kinds it served).
+    var passKindsSeen: UInt32 = 0
     /// Requests answered since the start, for `LoopSampler`.
     var requestsAnswered = 0
 
@@ -50,14 +51,11 @@ final class RequestProcessor {
         self.context = context
         self.reads = reads
         cache = context.cache
-        precondition(Verb.allCases.count <= UInt32.bitWidth, "passVerbsSeen has a bit per verb")
+        precondition(RequestKind.allCases.count <= UInt32.bitWidth, "passKindsSeen has a bit per kind")
         out = ReplyBuffer(capacity: 256 << 10)
         lookahead = .allocate(capacity: Self.lookaheadSlots)
-        valueScratch = .allocate(byteCount: Self.valueLineCapacity, alignment: 16)
+        valueScratch = .allocate(byteCount: context.cacheEncoding.capacity, alignment: 16)
     }
-
-    /// The longest VALUE line: every byte of the three values escaped, with quotes and spaces.
-    static let valueLineCapacity = 6 + 3 * 3 + ValueEncoder.maxExpansion * (Limits.userId + Limits.name + Limits.portraitUri)
 
     deinit {
         lookahead.deallocate()
@@ -74,12 +72,12 @@ final class RequestProcessor {
     func recordPassLatency() {
         let elapsed = monotonicNanos() - passStart
         let latency = context.latency[index]
-        while passVerbsSeen != 0 {
-            let raw = passVerbsSeen.trailingZeroBitCount
-            passVerbsSeen &= passVerbsSeen - 1
-            latency.record(Verb(rawValue: UInt8(raw))!, nanos: elapsed, count: passVerbCounts[raw])
-            requestsAnswered += passVerbCounts[raw]
-            passVerbCounts[raw] = 0
+        while passKindsSeen != 0 {
+            let raw = passKindsSeen.trailingZeroBitCount
+            passKindsSeen &= passKindsSeen - 1
+            latency.record(RequestKind(rawValue: UInt8(raw))!, nanos: elapsed, count: passKindCounts[raw])
+            requestsAnswered += passKindCounts[raw]
+            passKindCounts[raw] = 0
         }
     }
 

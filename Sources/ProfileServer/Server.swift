@@ -67,8 +67,11 @@ public final class Server {
         do {
             let opened = try openStore()
             let tracking = ClientTracking(maxKeys: configuration.trackingTableMaxKeys, keyPrefix: configuration.respKeyPrefix)
+            // The cache keeps the line protocol's VALUE line of each profile: most lookups are
+            // that front's GETs, which then copy it whole.
+            let cacheEncoding = LineCacheEncoding()
             let writers = opened.writePaths.map {
-                WriteCoordinator(cache: cache, statistics: statistics, writePath: $0, tracking: tracking)
+                WriteCoordinator(cache: cache, encoding: cacheEncoding, statistics: statistics, writePath: $0, tracking: tracking)
             }
             // The one place the server tells a store of its own from a shared one.
             let reads: any StoreReads
@@ -82,7 +85,8 @@ public final class Server {
             case .fetchers(let store, let readers):
                 reads = FetchersReadTheStore(store: store, readers: readers)
             }
-            context = ServerContext(configuration: configuration, cache: cache, store: opened.store, writers: writers,
+            context = ServerContext(configuration: configuration, cache: cache, cacheEncoding: cacheEncoding, store: opened.store,
+                                    writers: writers,
                                     reads: reads, tracking: tracking, tokens: TokenRegistry(tokenTable),
                                     statistics: statistics, workerCount: threads)
             storeLogFields = opened.logFields

@@ -9,6 +9,8 @@ import Synchronization
 final class ServerContext: Sendable {
     let configuration: ServerConfiguration
     let cache: ProfileCache
+    /// How the cache keeps a profile, for every row the core puts in it.
+    let cacheEncoding: any CachedProfileEncoding
     let store: any ProfileStore
     /// The first writer's write path: the store's row count, health and write-path counters,
     /// which are the store's, whichever path reports them.
@@ -35,13 +37,14 @@ final class ServerContext: Sendable {
     /// Who read what, for client-side caching (CLIENT TRACKING).
     let tracking: ClientTracking
 
-    init(configuration: ServerConfiguration, cache: ProfileCache, store: any ProfileStore,
+    init(configuration: ServerConfiguration, cache: ProfileCache, cacheEncoding: any CachedProfileEncoding, store: any ProfileStore,
          writers: [WriteCoordinator], reads: any StoreReads, tracking: ClientTracking, tokens: TokenRegistry,
          statistics: ServerStatistics, workerCount: Int) {
         self.configuration = configuration
         respKeyspace = RESPKeyspace(prefix: configuration.respKeyPrefix)
         self.tracking = tracking
         self.cache = cache
+        self.cacheEncoding = cacheEncoding
         self.store = store
         precondition(!writers.isEmpty, "a server has a writer")
         writePath = writers[0].writePath

@@ -16,16 +16,6 @@ enum NeedsFetch: Error {
     case leaseExpired
 }
 
-extension Verb {
-    /// Whether a shared store's fetchers answer it when the cache cannot.
-    var isFetched: Bool {
-        switch self {
-        case .get, .mget, .exists, .count, .recent, .scan: true
-        default: false
-        }
-    }
-}
-
 extension RequestProcessor {
     /// The cache's ticket for filling `userId` in, when it does not hold it and may be filled.
     func fillTicket(_ userId: UnsafeRawBufferPointer) -> FillTicket? {
@@ -37,10 +27,10 @@ extension RequestProcessor {
     }
 
     /// Queues a read for the fetchers at the end of the pass; its answer comes back to this worker.
-    func submitFetch(_ read: ReadJob.Read, answer: any ReadAnswer, verb: Verb?, arguments count: Int,
+    func submitFetch(_ read: ReadJob.Read, answer: any ReadAnswer, kind: RequestKind?, arguments count: Int,
                      argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?],
                      _ connection: Connection) {
-        queueFetch(ReadJob(connection: connection, read: read, answer: answer, verb: verb, arguments: count,
+        queueFetch(ReadJob(connection: connection, read: read, answer: answer, kind: kind, arguments: count,
                            argument: argument, lookups: lookups, keyPrefix: keyPrefix, tickets: tickets), connection)
     }
 
@@ -51,9 +41,9 @@ extension RequestProcessor {
 
     /// COUNT, RECENT and the SCANs of either front: read at once where this worker reads the
     /// store itself, or queued for the fetchers; answered by `answerFetched` either way.
-    func readListing(_ read: ReadJob.Read, answer: any ReadAnswer, verb: Verb, arguments count: Int,
+    func readListing(_ read: ReadJob.Read, answer: any ReadAnswer, kind: RequestKind, arguments count: Int,
                      argument: (Int) -> UnsafeRawBufferPointer, _ connection: Connection) {
-        let job = ReadJob(connection: connection, read: read, answer: answer, verb: verb, arguments: count, argument: argument,
+        let job = ReadJob(connection: connection, read: read, answer: answer, kind: kind, arguments: count, argument: argument,
                           lookups: [], keyPrefix: 0, tickets: [])
         if reads.readListing(into: job) {
             answerFetched(job)
@@ -81,7 +71,7 @@ extension RequestProcessor {
             let userId = job.userId(index)
             if let values {
                 let row = ProfileRow(userId: userId, name: values.name, portraitUri: values.portraitUri)
-                context.cache.fill(userId, profile: encodeForCache(row, at: valueScratch), ticket: ticket)
+                context.cache.fill(userId, profile: context.cacheEncoding.encode(row, at: valueScratch), ticket: ticket)
             } else {
                 context.cache.fill(userId, profile: nil, ticket: ticket)
             }

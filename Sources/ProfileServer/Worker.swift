@@ -256,7 +256,7 @@ final class Worker: @unchecked Sendable {
     /// Writes one answered job's reply into the scratch, then the replies held behind it;
     /// false when its connection is closed and nothing was written.
     private func answer(_ job: WriteJob, now: Int) -> Bool {
-        context.latency[index].record(job.verb, nanos: now - job.startNanos, count: 1)
+        context.latency[index].record(job.kind, nanos: now - job.startNanos, count: 1)
         processor.requestsAnswered += 1
         let connection = job.connection
         // A connection with writes in flight never moves (`movableConnections`).
@@ -294,8 +294,8 @@ final class Worker: @unchecked Sendable {
         processor.beginPass(at: now)
         let latency = context.latency[index]
         for job in fetched {
-            if let verb = job.verb {
-                latency.record(verb, nanos: now - job.startNanos, count: 1)
+            if let kind = job.kind {
+                latency.record(kind, nanos: now - job.startNanos, count: 1)
                 processor.requestsAnswered += 1
             }
             let connection = job.connection
@@ -558,7 +558,7 @@ final class Worker: @unchecked Sendable {
             processor.fetchJobs.removeAll(keepingCapacity: true)
         }
         context.workerStatistics[index].publish(processor.counters)
-        if processor.passVerbsSeen != 0 { processor.recordPassLatency() }
+        if processor.passKindsSeen != 0 { processor.recordPassLatency() }
         if connection.phase == .closed {
             processor.out.count = 0
             return

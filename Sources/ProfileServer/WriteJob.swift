@@ -74,8 +74,8 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
     private let keyPrefix: Int
     /// How the front words the answer.
     let answer: any WriteAnswer
-    /// The verb whose latency the answer ends.
-    let verb: Verb
+    /// The kind of request whose latency the answer ends.
+    let kind: RequestKind
     /// The RESP connection's `CLIENT ID`, for CLIENT TRACKING's NOLOOP and for its own
     /// invalidations to go before the answer; 0 for a line-protocol connection.
     let trackingOrigin: Int
@@ -88,7 +88,7 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
     /// When the worker took the request, for its latency.
     let startNanos: Int
 
-    init(connection: Connection, operations: SmallList<JobOperation>, keyPrefix: Int = 0, answer: any WriteAnswer, verb: Verb,
+    init(connection: Connection, operations: SmallList<JobOperation>, keyPrefix: Int = 0, answer: any WriteAnswer, kind: RequestKind,
          trackingOrigin: Int = 0, arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
         self.connection = connection
         self.trackingOrigin = trackingOrigin
@@ -96,7 +96,7 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
         self.operations = operations
         self.keyPrefix = keyPrefix
         self.answer = answer
-        self.verb = verb
+        self.kind = kind
         startNanos = worker.processor.passStart
         arguments = ArgumentStore(count: count, argument: argument)
     }

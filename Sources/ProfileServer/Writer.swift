@@ -1,6 +1,6 @@
 import Glibc
 import ProfileCache
-import ProfileProtocol
+import ProfileModel
 import ProfileStore
 import ProfileSystem
 
@@ -36,23 +36,26 @@ final class WriteCoordinator: @unchecked Sendable {
     private let tracking: ClientTracking
     /// What a commit does to the cache, as the store says.
     private let cacheAfterCommit: CacheAfterCommit
-    /// Encodes VALUE lines for the cache; `committing`'s holder only.
+    /// How the cache keeps a profile.
+    private let encoding: any CachedProfileEncoding
+    /// Where a committed profile is encoded for the cache; `committing`'s holder only.
     private let scratch: UnsafeMutableRawPointer
-    private let scratchCapacity = 65536
     /// A cached profile's values, copied out of the cache for the store (`KnownProfile`):
     /// `committing`'s holder only, valid until the next lookup.
     private let known: UnsafeMutableRawPointer
-    private static let knownCapacity = Limits.name + Limits.portraitUri
+    private static let knownCapacity = ProfileLimits.name + ProfileLimits.portraitUri
     /// The ids of a batch, for `ProfileCache.prefetch`; `committing`'s holder only.
     private var prefetchSlots: UnsafeMutableBufferPointer<PrefetchSlot>
 
-    init(cache: ProfileCache, statistics: ServerStatistics, writePath: any ProfileWritePath, tracking: ClientTracking) {
+    init(cache: ProfileCache, encoding: any CachedProfileEncoding, statistics: ServerStatistics, writePath: any ProfileWritePath,
+         tracking: ClientTracking) {
         self.cache = cache
+        self.encoding = encoding
         self.tracking = tracking
         self.statistics = statistics
         self.writePath = writePath
         cacheAfterCommit = writePath.cacheAfterCommit
-        scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchCapacity, alignment: 16)
+        scratch = UnsafeMutableRawPointer.allocate(byteCount: encoding.capacity, alignment: 16)
         known = UnsafeMutableRawPointer.allocate(byteCount: Self.knownCapacity, alignment: 16)
         prefetchSlots = .allocate(capacity: 1024)
     }
@@ -221,7 +224,7 @@ final class WriteCoordinator: @unchecked Sendable {
                 cache.update(outcomes.userId(index), profile: nil)
                 continue
             }
-            cache.update(row.userId, profile: encodeForCache(row, at: scratch))
+            cache.update(row.userId, profile: encoding.encode(row, at: scratch))
         }
         tellTracking(job, changed: { outcomes.changed($0) })
     }

@@ -42,14 +42,17 @@ final class InProcessServer {
         let cache = ProfileCache(limitBytes: 8 << 20)
         statistics = ServerStatistics()
         let tracking = ClientTracking(maxKeys: 1_000_000, keyPrefix: Array(respKeyPrefix.utf8))
-        let writer = WriteCoordinator(cache: cache, statistics: statistics, writePath: writePath, tracking: tracking)
+        let cacheEncoding = LineCacheEncoding()
+        let writer = WriteCoordinator(cache: cache, encoding: cacheEncoding, statistics: statistics, writePath: writePath,
+                                      tracking: tracking)
         var configuration = ServerConfiguration()
         configuration.loopPolicy = loopPolicy
         configuration.respKeyPrefix = Array(respKeyPrefix.utf8)
         let store = self.store
         let reads = try WorkersReadTheStore(workers: workerCount, makeReader: { wrapReader(try store.makeReader()) },
                                             writePath: writePath)
-        context = ServerContext(configuration: configuration, cache: cache, store: store, writers: [writer], reads: reads,
+        context = ServerContext(configuration: configuration, cache: cache, cacheEncoding: cacheEncoding, store: store,
+                                writers: [writer], reads: reads,
                                 tracking: tracking, tokens: TokenRegistry(nil), statistics: statistics,
                                 workerCount: workerCount)
         var workers: [Worker] = []
