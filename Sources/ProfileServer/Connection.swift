@@ -3,6 +3,7 @@ import Glibc
 import ProfileModel
 import ProfileProtocol
 import ProfileTLS
+import RESPProtocol
 
 /// The protocol a listener speaks, and so every connection it accepted: the one place that
 /// chooses a connection's front, and so its `FrontSession`.
@@ -31,12 +32,18 @@ enum Front: Sendable {
         }
     }
 
-    /// The reply a connection past `--max-connections` gets before it is closed.
-    var busyReply: StaticString {
+    /// The reply a connection past `--max-connections` gets before it is closed, as the
+    /// front's codec words it.
+    var busyReply: [UInt8] {
+        var bytes: [UInt8] = []
         switch self {
-        case .line: "ERROR BUSY too many connections\n"
-        case .resp: "-ERR max number of clients reached\r\n"
+        case .line:
+            ProtocolError.busy.appendReply(to: &bytes)
+        case .resp:
+            bytes = [UInt8](repeating: 0, count: RESPEncoder.errorCount(RESPText.maxClients))
+            _ = bytes.withUnsafeMutableBytes { RESPEncoder.writeError(RESPText.maxClients, to: $0.baseAddress!) }
         }
+        return bytes
     }
 }
 

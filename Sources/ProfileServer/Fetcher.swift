@@ -1,8 +1,6 @@
 import ProfileCache
 import ProfileModel
-import ProfileProtocol
 import ProfileStore
-import RESPProtocol
 import WireBytes
 
 /// How a front words the answer to a read it sent to the fetchers (or read at once): each front

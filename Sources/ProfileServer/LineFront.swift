@@ -412,7 +412,8 @@ final class LineFront {
         let snapshot = processor.context.snapshot()
         // The one value that is not a number, which only a node over a shared store gives
         // (docs/CLUSTER.md): a single node's STATS stays all numbers, as PROTOCOL.md promises.
-        if let kind = snapshot.storeKindInStats {
+        if snapshot.storeIsShared {
+            let kind = snapshot.storeKind
             processor.reserve(ReplyEncoder.statLineCount(name: "store_kind", text: kind), connection)
             processor.out.count += ReplyEncoder.writeStatLine(name: "store_kind", text: kind, to: processor.out.end)
         }

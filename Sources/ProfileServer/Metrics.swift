@@ -1,6 +1,5 @@
 import CLibevent
 import Glibc
-import ProfileProtocol
 import ProfileStore
 import ProfileSystem
 import ProfileTLS

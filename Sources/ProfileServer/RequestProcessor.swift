@@ -2,7 +2,6 @@ import CLibevent
 import Glibc
 import ProfileCache
 import ProfileModel
-import ProfileProtocol
 import ProfileStore
 import ProfileSystem
 

@@ -2,7 +2,6 @@ import CLibevent
 import CLinux
 import Glibc
 import ProfileCache
-import ProfileProtocol
 import ProfileStore
 import ProfileSystem
 import ProfileTLS
@@ -251,7 +250,7 @@ public final class Server {
                 // Over TLS nothing can be said before a handshake: the connection is only
                 // closed, as Redis does.
                 if !listener.tls {
-                    writeBestEffort(fd, listener.front.busyReply)
+                    writeBestEffort(fd, listener.busyReply)
                 }
                 statistics.refusedErrors.add(1, ordering: .relaxed)
                 Glibc.close(fd)
@@ -390,6 +389,8 @@ private func serverAcceptReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMuta
 private final class Listener {
     let fd: Int32
     let front: Front
+    /// What a connection past `--max-connections` gets before it is closed (`Front.busyReply`).
+    let busyReply: [UInt8]
     /// Whether its connections start with a TLS handshake.
     let tls: Bool
     /// As logged: `127.0.0.1:7711`, `unix:/run/profiled.sock`.
@@ -400,6 +401,7 @@ private final class Listener {
     init(fd: Int32, front: Front, tls: Bool, address: String) {
         self.fd = fd
         self.front = front
+        busyReply = front.busyReply
         self.tls = tls
         self.address = address
     }

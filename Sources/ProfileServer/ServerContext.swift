@@ -85,8 +85,8 @@ extension ServerContext {
 struct StatisticsSnapshot {
     /// `sqlite` or `postgres`: /metrics gives it as a label.
     var storeKind: StaticString
-    /// What STATS prints first as `store_kind`, if anything (`ProfileStore.kindInStats`).
-    var storeKindInStats: StaticString?
+    /// Whether other servers share the store: a node's STATS names its kind.
+    var storeIsShared: Bool
     var values: [(name: StaticString, value: Int)]
     /// A shared store's invalidation lag (empty for a store of the server's own).
     var shared: SharedStoreStatistics
@@ -110,7 +110,7 @@ extension ServerContext {
         let cache = self.cache.statistics
         let writes = writePath.statistics
         let sharedStatistics = reads.sharedStatistics
-        return StatisticsSnapshot(storeKind: store.kindName, storeKindInStats: store.kindInStats, values: [
+        return StatisticsSnapshot(storeKind: store.kindName, storeIsShared: reads.isShared, values: [
             ("uptime_seconds", statistics.uptimeSeconds),
             ("curr_connections", statistics.currentConnections.load(ordering: .relaxed)),
             ("total_connections", statistics.totalConnections.load(ordering: .relaxed)),

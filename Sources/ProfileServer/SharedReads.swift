@@ -1,6 +1,5 @@
 import ProfileCache
 import ProfileModel
-import ProfileProtocol
 import ProfileStore
 
 // Reads of a shared store (several servers over PostgreSQL, docs/CLUSTER.md). The cache

@@ -131,8 +131,8 @@ func listenUnix(path: String, backlog: Int32 = 1024) throws(SystemError) -> Int3
 }
 
 /// Writes all of `bytes` to a non-blocking socket if it can right now; used only for the BUSY refusal.
-func writeBestEffort(_ fd: Int32, _ bytes: StaticString) {
-    _ = send(fd, bytes.utf8Start, bytes.utf8CodeUnitCount, Int32(MSG_NOSIGNAL))
+func writeBestEffort(_ fd: Int32, _ bytes: [UInt8]) {
+    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
 }
 
 /// What one accept on a listening socket gave.

@@ -25,6 +25,8 @@ protocol StoreReads: AnyObject, Sendable {
     func stopFollowing()
     /// A shared store's counters for STATS and /metrics (zeros for a store of the server's own).
     var sharedStatistics: SharedStoreStatistics { get }
+    /// Whether other servers share the store (a node, docs/CLUSTER.md).
+    var isShared: Bool { get }
 }
 
 /// One worker's reads of what its cache missed.
@@ -75,6 +77,7 @@ final class WorkersReadTheStore: StoreReads, @unchecked Sendable {
     func stopReading() {}
     func stopFollowing() {}
     var sharedStatistics: SharedStoreStatistics { SharedStoreStatistics() }
+    var isShared: Bool { false }
 
     /// A worker's reader: cache misses in one pass share one read transaction (the reader
     /// renews it when the store's table moved on meanwhile).
@@ -190,6 +193,7 @@ final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
     }
 
     var sharedStatistics: SharedStoreStatistics { store.sharedStatistics }
+    var isShared: Bool { true }
 
     /// A worker's side: misses and listings go to the fetchers at the end of the pass.
     private final class Fetched: WorkerReads {

@@ -1,6 +1,5 @@
 import Glibc
 import ProfileModel
-import ProfileProtocol
 import Synchronization
 
 /// A tokens file that could not be used: the file name, the line (0 when none applies) and why.

@@ -2,11 +2,9 @@ import CLibevent
 import Glibc
 import ProfileCache
 import ProfileModel
-import ProfileProtocol
 import ProfileStore
 import ProfileSystem
 import ProfileTLS
-import RESPProtocol
 
 /// What other threads tell a worker, through its inbox and doorbell.
 enum WorkerMessage: @unchecked Sendable {

@@ -1,5 +1,4 @@
 import ProfileModel
-import ProfileProtocol
 import ProfileStore
 
 /// The arguments of a request, copied into one allocation: `count` ends (UInt32, where each

@@ -230,11 +230,8 @@ public protocol ProfileStore: AnyObject, Sendable {
     /// Why the store cannot be reached now (nil when it can), for /healthz: a store on another
     /// server's network; a store file of this server's own is never unreachable.
     var unreachableReason: String? { get }
-    /// What kind of store it is, for /metrics: `sqlite`, `postgres`.
+    /// What kind of store it is, for /metrics and a node's STATS: `sqlite`, `postgres`.
     var kindName: StaticString { get }
-    /// The kind as STATS prints it first, or nil for a store STATS leaves unnamed: a single
-    /// node's STATS stays all numbers (PROTOCOL.md); a node over a shared store says so.
-    var kindInStats: StaticString? { get }
     /// Names the store in logs, e.g. its path.
     var description: String { get }
 }

@@ -142,8 +142,6 @@ public final class PostgresProfileStore: SharedProfileStore, @unchecked Sendable
 
     public var kindName: StaticString { "postgres" }
 
-    public var kindInStats: StaticString? { kindName }
-
     public var unreachableReason: String? {
         reachable.load(ordering: .relaxed) ? nil : Self.unreachable
     }

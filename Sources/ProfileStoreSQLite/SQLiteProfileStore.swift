@@ -135,9 +135,6 @@ public final class SQLiteProfileStore: LocalProfileStore {
 
     public var kindName: StaticString { "sqlite" }
 
-    /// STATS of a server over its own file is all numbers.
-    public var kindInStats: StaticString? { nil }
-
     /// A file of this server's own is always within reach; failures show as write refusals.
     public var unreachableReason: String? { nil }
 

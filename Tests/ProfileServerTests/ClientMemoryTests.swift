@@ -213,11 +213,7 @@ import Testing
             if after["client_memory_bytes"] == 0 { break }
             usleep(10_000)
         }
-        // Seen once in CI under full load: 16 MiB (16 connections of 1 MiB) still counted after
-        // every attacker had left; not reproduced alone. Recorded as a known issue until found.
-        withKnownIssue("client memory left counted after the attackers left", isIntermittent: true) {
-            #expect(after["client_memory_bytes"] == 0, "\(after)")
-        }
+        #expect(after["client_memory_bytes"] == 0, "\(after)")
         #expect(try watched.server.connect().roundTrip("GET big7\n").hasPrefix("VALUE big7 "))
     }
 }
