@@ -8,7 +8,7 @@ import ProfileStore
 /// of the bytes; the front that answers most lookups supplies it.
 ///
 /// Immutable; any thread may use it.
-protocol CachedProfileEncoding: Sendable {
+package protocol CachedProfileEncoding: Sendable {
     /// The most bytes `encode` writes for a profile of the longest values.
     var capacity: Int { get }
     /// Writes `row`'s encoding at `out` and returns the cache's view of it, valid while

@@ -8,7 +8,7 @@ import Synchronization
 /// Made by the connection's session. Every field but `id` is guarded by the lock of the
 /// `ClientTracking` that holds it; `connection` is only followed by the worker that holds the
 /// connection.
-final class TrackingClient: @unchecked Sendable {
+final class TrackingClient: WorkerDelivery, @unchecked Sendable {
     /// `CLIENT ID`.
     let id: Int
     weak var connection: Connection?
@@ -35,6 +35,12 @@ final class TrackingClient: @unchecked Sendable {
     init(id: Int) {
         self.id = id
     }
+
+    /// Writes the pushes made for this client's connection, if `worker` still holds it.
+    func deliver(on worker: Worker) {
+        guard let connection else { return }
+        unsafeDowncast(worker.fronts[connection.frontIndex], to: RESPFront.self).deliverPushes(self, to: connection, on: worker)
+    }
 }
 
 /// Who read which profile, for client-side caching: the table of keys each tracking client
@@ -45,7 +51,7 @@ final class TrackingClient: @unchecked Sendable {
 /// Thread-safe: workers remember reads and attach connections, writers and the shared
 /// store's listener report changes, under one lock. A change while no client tracks costs an
 /// atomic load.
-final class ClientTracking: @unchecked Sendable {
+final class ClientTracking: ChangeFeed, @unchecked Sendable {
     private let lock = ConditionLock()
     /// Every RESP connection attached to a worker, by `CLIENT ID`: REDIRECT's targets.
     private var clients: [Int: TrackingClient] = [:]
@@ -75,6 +81,7 @@ final class ClientTracking: @unchecked Sendable {
     var clientCount: Int { trackingClients.load(ordering: .relaxed) }
     var keyCount: Int { trackedCount.load(ordering: .relaxed) }
     var invalidationsSent: Int { invalidations.load(ordering: .relaxed) }
+    var statistics: (clients: Int, keys: Int, invalidationsSent: Int) { (clientCount, keyCount, invalidationsSent) }
 
     // MARK: Connections
 
@@ -91,7 +98,7 @@ final class ClientTracking: @unchecked Sendable {
         let ring = !client.pending.isEmpty
         if ring { client.posted = true }
         lock.unlock()
-        if ring { worker.post(.pushes(client)) }
+        if ring { worker.post(.deliver(client)) }
     }
 
     /// The connection is being handed to another worker: pushes made meanwhile wait for
@@ -208,7 +215,7 @@ final class ClientTracking: @unchecked Sendable {
     /// These profiles changed (`origin`: the client whose write it was, for NOLOOP; 0 for none
     /// of this node's, or another node's): each of their readers is told once, and every BCAST
     /// client whose prefix matches gets their keys in one push.
-    func changed<C: Collection>(_ userIds: C, origin: Int) where C.Element == UnsafeRawBufferPointer {
+    func changed(_ userIds: UnsafeBufferPointer<UnsafeRawBufferPointer>, origin: Int) {
         guard isActive else { return }
         var posts: [(TrackingClient, Worker)] = []
         lock.lock()
@@ -316,6 +323,6 @@ final class ClientTracking: @unchecked Sendable {
 
     /// Wakes the workers that hold the clients with new pushes, once the lock is let go.
     private func ring(_ posts: [(TrackingClient, Worker)]) {
-        for (client, worker) in posts { worker.post(.pushes(client)) }
+        for (client, worker) in posts { worker.post(.deliver(client)) }
     }
 }

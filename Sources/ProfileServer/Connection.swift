@@ -1,74 +1,20 @@
 import CLibevent
 import Glibc
 import ProfileModel
-import ProfileProtocol
 import ProfileTLS
-import RESPProtocol
 
-/// The protocol a listener speaks, and so every connection it accepted: the one place that
-/// chooses a connection's front, and so its `FrontSession`.
-///
-/// A plain value; any thread may use it.
-enum Front: Sendable {
-    /// The line protocol (docs/PROTOCOL.md).
-    case line
-    /// RESP, profiles as Redis hashes (docs/RESP.md).
-    case resp
-
-    /// A new connection's session on `worker`; `id` is RESP's `CLIENT ID`.
-    func makeSession(on worker: Worker, id: Int) -> any FrontSession {
-        switch self {
-        case .line: worker.lineSession
-        case .resp: RESPSession(id: id, inputLimit: worker.respFront.decoder.limits.receiveBufferBytes, tracking: worker.context.tracking)
-        }
-    }
-
-    /// What the log says of a listener's protocol: nothing for the line protocol, which
-    /// every listener spoke before RESP's.
-    var logFields: [(key: String, value: String)] {
-        switch self {
-        case .line: []
-        case .resp: [("proto", "resp")]
-        }
-    }
-
-    /// The reply a connection past `--max-connections` gets before it is closed, as the
-    /// front's codec words it.
-    var busyReply: [UInt8] {
-        var bytes: [UInt8] = []
-        switch self {
-        case .line:
-            ProtocolError.busy.appendReply(to: &bytes)
-        case .resp:
-            bytes = [UInt8](repeating: 0, count: RESPEncoder.errorCount(RESPText.maxClients))
-            _ = bytes.withUnsafeMutableBytes { RESPEncoder.writeError(RESPText.maxClients, to: $0.baseAddress!) }
-        }
-        return bytes
-    }
-}
-
-/// A connection's protocol as the worker sees it: what it makes of received bytes, and what it
-/// keeps between requests. The worker's event loop, its jobs and its replies' budget are the
-/// same for every front; a front's session is the only thing that knows its wire format.
+/// What a connection's front keeps between its requests (a RESP connection's protocol
+/// version, transaction and tracking), and what the connection must know of it.
 ///
 /// Owned by its connection (the line protocol's, which keeps nothing, is shared), and used by
 /// the worker thread that holds the connection. A connection that moves to another worker
-/// keeps its session, so a session serves through the worker it is given, never one it keeps.
-protocol FrontSession: AnyObject {
+/// keeps its session.
+package protocol FrontSession: AnyObject {
     /// The most received bytes the front needs to hold to answer: its longest request.
     var inputLimit: Int { get }
     /// What the session holds between requests beyond the connection's buffers (a queued
     /// transaction), counted in the clients' memory.
     var heldBytes: Int { get }
-    /// Serves the whole requests at the start of `bytes`; returns how many bytes it used.
-    ///
-    /// Stops early at the per-wake-up budget, when replies pile up, when a request must wait
-    /// for this connection's jobs in flight, and at a request that ends the connection; sets
-    /// `needsMoreInput` when it stopped for want of bytes.
-    func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int
-    /// Goes on with a reply that backpressure left unfinished (an MGET's), as far as the
-    /// high-water mark lets it; true when nothing is left unfinished.
-    func resume(_ connection: Connection, by worker: Worker) -> Bool
     /// The connection is now on `worker`'s loop: opened, or moved there from another worker.
     func attached(_ connection: Connection, to worker: Worker)
     /// The connection is being handed to another worker, which calls `attached` once it has it.
@@ -82,7 +28,7 @@ protocol FrontSession: AnyObject {
 /// Owned and used only by the worker thread it was handed to, which may hand it to another
 /// worker between requests (through that worker's inbox); the writer thread holds references
 /// to connections with writes in flight, which never move, and never touches their state.
-final class Connection {
+package final class Connection {
     /// Where a connection is in its life. memcached keeps these in one enum; so do we.
     enum Phase {
         /// Reading and answering requests.
@@ -95,7 +41,9 @@ final class Connection {
     }
 
     let fd: Int32
-    /// What the connection's protocol keeps, and how it serves its input.
+    /// Which front serves it: its index in `ServerFronts.all` and in `Worker.fronts`.
+    let frontIndex: Int
+    /// What the connection's front keeps between requests.
     let session: any FrontSession
     unowned var worker: Worker
     var phase = Phase.serving
@@ -151,8 +99,9 @@ final class Connection {
     var reading = false
     var writing = false
 
-    init(fd: Int32, session: any FrontSession, tls: TLSSession?, worker: Worker, role: Role) {
+    init(fd: Int32, frontIndex: Int, session: any FrontSession, tls: TLSSession?, worker: Worker, role: Role) {
         self.fd = fd
+        self.frontIndex = frontIndex
         self.session = session
         self.tls = tls
         handshaking = tls != nil

@@ -8,9 +8,10 @@ import WireBytes
 /// it could not be, from the job.
 ///
 /// Made by a worker with its job, used by that worker when the job is answered.
-protocol ReadAnswer {
-    /// Writes the job's answer (its reply, or the store's failure) on the worker that took it.
-    func write(_ job: ReadJob, on worker: Worker)
+package protocol ReadAnswer {
+    /// Writes the job's answer (its reply, or the store's failure) through the front that took
+    /// the request, on the worker that took it.
+    func write(_ job: ReadJob, through front: any WorkerFront)
 }
 
 /// A read the cache cannot answer: what to read, what was read, and how its front answers.
@@ -20,7 +21,7 @@ protocol ReadAnswer {
 ///
 /// Created by a worker, filled in by a fetcher or by that worker, answered by that worker: each
 /// side touches it only while the other cannot (the queue hand-offs order the accesses).
-final class ReadJob: @unchecked Sendable {
+package final class ReadJob: @unchecked Sendable {
     /// What is read.
     enum Read {
         /// The profiles of `lookups`.

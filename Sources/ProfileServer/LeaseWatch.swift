@@ -13,12 +13,12 @@ import Synchronization
 /// Threading: `run` on a thread of its own; `stop` from any thread.
 final class LeaseWatch: Sendable {
     private let store: any SharedProfileStore
-    private let tracking: ClientTracking
+    private let changes: any ChangeFeed
     private let stopping = Atomic<Bool>(false)
 
-    init(store: any SharedProfileStore, tracking: ClientTracking) {
+    init(store: any SharedProfileStore, changes: any ChangeFeed) {
         self.store = store
-        self.tracking = tracking
+        self.changes = changes
     }
 
     func run() {
@@ -31,7 +31,7 @@ final class LeaseWatch: Sendable {
             let now = monotonicNanos()
             let nowVouched = store.cacheMayAnswer(at: now)
             if !nowVouched && (vouched || now - lastFlush >= lease) {
-                tracking.flushAll()
+                changes.flushAll()
                 lastFlush = now
             }
             vouched = nowVouched

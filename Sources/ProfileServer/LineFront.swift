@@ -11,7 +11,7 @@ import WireBytes
 /// request path, in the line protocol.
 ///
 /// Owned by its worker and used by that worker's thread only.
-final class LineFront {
+final class LineFront: WorkerFront {
     /// The worker's. The processor and the cache are `let`s here so that the request path
     /// reaches them without reference counting.
     let processor: RequestProcessor
@@ -26,7 +26,7 @@ final class LineFront {
         cache = processor.cache
     }
 
-    /// The line protocol's `FrontSession.serve`.
+    /// The line protocol's `WorkerFront.serve`.
     func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
         var budget = processor.context.configuration.requestsPerWakeup
@@ -482,11 +482,52 @@ final class LineFront {
 }
 
 
+extension LineFront {
+    func resume(_ connection: Connection) -> Bool { continueLookups(connection) }
+
+    /// A line-protocol write's answer needs nothing before it.
+    func beforeAnswer(of job: WriteJob, on connection: Connection) {}
+}
+
+/// The line protocol as the server registers it (docs/PROTOCOL.md): its listeners' refusal,
+/// its one session, and each worker's `LineFront`.
+///
+/// Immutable; any thread may use it.
+final class LineProtocolFront: Front {
+    /// `--max-line`: the longest request line.
+    let maxLine: Int
+    private let session: LineSession
+
+    init(maxLine: Int) {
+        self.maxLine = maxLine
+        session = LineSession(inputLimit: maxLine)
+    }
+
+    var logFields: [(key: String, value: String)] { [] }
+
+    var busyReply: [UInt8] {
+        var bytes: [UInt8] = []
+        ProtocolError.busy.appendReply(to: &bytes)
+        return bytes
+    }
+
+    var changeFeed: (any ChangeFeed)? { nil }
+
+    func makeWorkerFront(for worker: Worker) -> any WorkerFront {
+        LineFront(processor: worker.processor, maxLine: maxLine)
+    }
+
+    /// The one session every line-protocol connection shares: it keeps nothing.
+    func makeSession(id: Int) -> any FrontSession { session }
+
+    func bound(port: Int, tls: Bool) {}
+}
+
 /// The session of a line-protocol connection: it keeps nothing between requests, so one serves
 /// every line-protocol connection, on whichever worker holds it at the time.
 ///
 /// Immutable; used by the worker thread that holds the connection.
-final class LineSession: FrontSession {
+final class LineSession: FrontSession, @unchecked Sendable {
     /// `--max-line`: the longest request line, and so the input a connection holds at most.
     let inputLimit: Int
 
@@ -495,14 +536,6 @@ final class LineSession: FrontSession {
     }
 
     var heldBytes: Int { 0 }
-
-    func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
-        worker.lineFront.serve(connection, bytes, count)
-    }
-
-    func resume(_ connection: Connection, by worker: Worker) -> Bool {
-        worker.lineFront.continueLookups(connection)
-    }
 
     func attached(_ connection: Connection, to worker: Worker) {}
 
@@ -524,24 +557,25 @@ enum LineWriteAnswer: WriteAnswer {
     /// FLUSHALL: OK.
     case flushed
 
-    func write(_ job: WriteJob, on worker: Worker) {
+    func write(_ job: WriteJob, through front: any WorkerFront) {
+        let front = unsafeDowncast(front, to: LineFront.self)
         let connection = job.connection
-        if let failure = job.failure { return worker.lineFront.reply(storeFailure: failure, to: connection) }
+        if let failure = job.failure { return front.reply(storeFailure: failure, to: connection) }
         switch self {
-        case .stored: worker.lineFront.reply(ReplyEncoder.stored, connection)
-        case .storedCount(let n): worker.lineFront.reply("STORED", number: n, connection)
-        case .updated: replyIfFound(ReplyEncoder.updated, job, worker)
-        case .deleted: replyIfFound(ReplyEncoder.deleted, job, worker)
-        case .flushed: worker.lineFront.reply(ReplyEncoder.ok, connection)
+        case .stored: front.reply(ReplyEncoder.stored, connection)
+        case .storedCount(let n): front.reply("STORED", number: n, connection)
+        case .updated: replyIfFound(ReplyEncoder.updated, job, front)
+        case .deleted: replyIfFound(ReplyEncoder.deleted, job, front)
+        case .flushed: front.reply(ReplyEncoder.ok, connection)
         }
     }
 
     /// `found` when the profile existed before the write, else NOT_FOUND.
-    private func replyIfFound(_ found: StaticString, _ job: WriteJob, _ worker: Worker) {
+    private func replyIfFound(_ found: StaticString, _ job: WriteJob, _ front: LineFront) {
         if job.results[0].before.exists {
-            worker.lineFront.reply(found, job.connection)
+            front.reply(found, job.connection)
         } else {
-            worker.lineFront.appendAbsent(job.argument(0), exists: false, job.connection)
+            front.appendAbsent(job.argument(0), exists: false, job.connection)
         }
     }
 }
@@ -559,39 +593,40 @@ enum LineReadAnswer: ReadAnswer {
     /// RECENT or SCAN: a VALUE line per profile, then END.
     case rows
 
-    func write(_ job: ReadJob, on worker: Worker) {
+    func write(_ job: ReadJob, through front: any WorkerFront) {
+        let front = unsafeDowncast(front, to: LineFront.self)
         let connection = job.connection
         if let failure = job.failure {
-            if case .restOfMGET = self { return worker.lineFront.abandonPartlySentMGET(on: connection, failure) }
-            return worker.lineFront.reply(storeFailure: failure, to: connection)
+            if case .restOfMGET = self { return front.abandonPartlySentMGET(on: connection, failure) }
+            return front.reply(storeFailure: failure, to: connection)
         }
         switch self {
         case .lookups(let verb):
-            writeLookups(job, verb, worker)
+            writeLookups(job, verb, front)
         case .restOfMGET:
-            writeLookups(job, .mget, worker)
+            writeLookups(job, .mget, front)
         case .count:
-            worker.lineFront.reply("COUNT", number: job.count, connection)
+            front.reply("COUNT", number: job.count, connection)
         case .rows:
-            for index in 0..<job.rowCount { worker.lineFront.appendValueLine(job.row(index), connection) }
-            worker.lineFront.reply(ReplyEncoder.end, connection)
+            for index in 0..<job.rowCount { front.appendValueLine(job.row(index), connection) }
+            front.reply(ReplyEncoder.end, connection)
         }
     }
 
-    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ worker: Worker) {
+    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ front: LineFront) {
         let connection = job.connection
         for index in job.lookups.indices {
             let values = job.profile(index)
             if verb == .exists {
-                worker.lineFront.reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
+                front.reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
             } else if let values {
-                worker.lineFront.appendValueLine(ProfileRow(userId: job.userId(index), name: values.name, portraitUri: values.portraitUri),
+                front.appendValueLine(ProfileRow(userId: job.userId(index), name: values.name, portraitUri: values.portraitUri),
                                        connection)
             } else {
-                worker.lineFront.appendAbsent(job.userId(index), exists: false, connection)
+                front.appendAbsent(job.userId(index), exists: false, connection)
             }
         }
-        if verb == .mget { worker.lineFront.reply(ReplyEncoder.end, connection) }
+        if verb == .mget { front.reply(ReplyEncoder.end, connection) }
     }
 }
 

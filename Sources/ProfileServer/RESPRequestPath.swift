@@ -15,10 +15,12 @@ import WireBytes
 /// answers them through the worker's request path, in RESP.
 ///
 /// Owned by its worker and used by that worker's thread only.
-final class RESPFront {
+final class RESPFront: WorkerFront {
     /// The worker's, a `let` so that the request path reaches it without reference counting.
     let processor: RequestProcessor
-    let decoder = RESPDecoder()
+    /// What every worker's RESP front shares: the keyspace, SCAN's cursors, client tracking.
+    let shared: RESPProtocolFront
+    let decoder: RESPDecoder
     /// The context's and the worker's, held here so that the request path reads them without
     /// reference counting.
     let keyspace: RESPKeyspace
@@ -32,9 +34,11 @@ final class RESPFront {
     /// does not look its name up again (`RESPDecoder.aheadIndex`).
     private let aheadCommands: UnsafeMutablePointer<RESPCommandName?>
 
-    init(processor: RequestProcessor, keyspace: RESPKeyspace) {
+    init(processor: RequestProcessor, shared: RESPProtocolFront) {
         self.processor = processor
-        self.keyspace = keyspace
+        self.shared = shared
+        decoder = RESPDecoder(limits: shared.limits)
+        keyspace = shared.keyspace
         cache = processor.cache
         fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
         aheadCommands = .allocate(capacity: RequestProcessor.lookaheadSlots)
@@ -73,8 +77,9 @@ final class RESPFront {
         }
     }
 
-    /// RESP's `FrontSession.serve`: serves every whole request at the start of `bytes`.
-    func serve(_ connection: Connection, _ session: RESPSession, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+    /// RESP's `WorkerFront.serve`: serves every whole request at the start of `bytes`.
+    func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        let session = connection.resp
         var used = 0
         var budget = processor.context.configuration.requestsPerWakeup
         let fresh = session.decodeState == RESPDecodeState()
@@ -591,7 +596,7 @@ final class RESPFront {
         }
         if let version = hello.version {
             session.version = version
-            processor.context.tracking.setVersion(session.tracking, version)
+            shared.tracking.setVersion(session.tracking, version)
         }
         let version = session.version
         respMapHeader(8, connection)
@@ -638,7 +643,7 @@ final class RESPFront {
             trackingInfo(connection)
         } else if RESPKeyword.matches(sub, "GETREDIR") {
             guard arguments.count == 2 else { return wrongCount("getredir") }
-            let state = processor.context.tracking.state(of: session.tracking)
+            let state = shared.tracking.state(of: session.tracking)
             respInteger(state.on ? state.redirect : -1, connection)
         } else if RESPKeyword.matches(sub, "SETINFO") {
             guard arguments.count == 4 else { return wrongCount("setinfo") }
@@ -685,14 +690,14 @@ final class RESPFront {
                 if let userId = keyspace.userId(ofKey: arguments[index]) { userIds.append(Array(userId)) }
             }
         }
-        if !userIds.isEmpty { processor.context.tracking.remember(userIds, for: session.tracking) }
+        if !userIds.isEmpty { shared.tracking.remember(userIds, for: session.tracking) }
     }
 
     /// `CLIENT TRACKING ON|OFF ...`, checked by the codec (`RESPTrackingRequest`) against what
     /// the connection has on.
     private func clientTracking(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
         let session = connection.resp
-        let tracking = processor.context.tracking
+        let tracking = shared.tracking
         let state = tracking.state(of: session.tracking)
         let current = RESPTrackingRequest.Current(on: state.on, bcast: state.bcast, optin: session.remembers == .optin,
                                                   optout: session.remembers == .optout, prefixes: state.prefixes)
@@ -716,7 +721,7 @@ final class RESPFront {
     /// `CLIENT CACHING yes|no`, in OPTIN or OPTOUT mode respectively.
     private func clientCaching(_ option: UnsafeRawBufferPointer, _ connection: Connection) {
         let session = connection.resp
-        guard processor.context.tracking.state(of: session.tracking).on else {
+        guard shared.tracking.state(of: session.tracking).on else {
             return respError(.fixed(RESPText.cachingNeedsTracking), connection)
         }
         if RESPKeyword.matches(option, "YES") {
@@ -733,7 +738,7 @@ final class RESPFront {
     /// `CLIENT TRACKINGINFO`: Redis's map of `flags` (a set), `redirect` and `prefixes`.
     private func trackingInfo(_ connection: Connection) {
         let session = connection.resp
-        let state = processor.context.tracking.state(of: session.tracking)
+        let state = shared.tracking.state(of: session.tracking)
         var flags: [StaticString] = [state.on ? "on" : "off"]
         if state.bcast { flags.append("bcast") }
         if session.remembers == .optin {
@@ -764,7 +769,7 @@ final class RESPFront {
         for channel in arguments.dropFirst() {
             if !session.channels.contains(where: { $0.elementsEqual(channel) }) {
                 session.channels.append(Array(channel))
-                if Self.isInvalidationChannel(channel) { processor.context.tracking.setSubscribed(session.tracking, true) }
+                if Self.isInvalidationChannel(channel) { shared.tracking.setSubscribed(session.tracking, true) }
             }
             respRaw(RESPPush.subscription("subscribe", channel: channel, count: session.channels.count, session.version), connection)
         }
@@ -780,7 +785,7 @@ final class RESPFront {
         for channel in named {
             session.channels.removeAll { $0 == channel }
             channel.withUnsafeBytes { bytes in
-                if Self.isInvalidationChannel(bytes) { processor.context.tracking.setSubscribed(session.tracking, false) }
+                if Self.isInvalidationChannel(bytes) { shared.tracking.setSubscribed(session.tracking, false) }
                 respRaw(RESPPush.subscription("unsubscribe", channel: bytes, count: session.channels.count, session.version), connection)
             }
         }
@@ -836,7 +841,7 @@ final class RESPFront {
             snapshot.first { $0.name.utf8CodeUnitCount == name.utf8CodeUnitCount
                 && memcmp($0.name.utf8Start, name.utf8Start, name.utf8CodeUnitCount) == 0 }?.value ?? 0
         }
-        let facts = RESPServerFacts(profiledVersion: profiledVersion, port: processor.context.respPort, uptimeSeconds: stat("uptime_seconds"),
+        let facts = RESPServerFacts(profiledVersion: profiledVersion, port: shared.port, uptimeSeconds: stat("uptime_seconds"),
                                     connectedClients: stat("curr_connections"),
                                     usedMemory: stat("cache_bytes") + stat("write_buffer_bytes"), maxMemory: stat("cache_limit_bytes"),
                                     commandsProcessed: processor.context.commandsProcessed, keyspaceHits: stat("get_hits"),
@@ -892,7 +897,7 @@ final class RESPFront {
         var after: [UInt8] = []
         if !(cursorBytes.count == 1 && cursorBytes[0] == UInt8(ascii: "0")) {
             guard let cursor = UInt64(String(decoding: cursorBytes, as: UTF8.self)),
-                  let last = processor.context.scanCursors.userId(after: cursor) else {
+                  let last = shared.scanCursors.userId(after: cursor) else {
                 return .failure(.fixed(RESPText.invalidCursor))
             }
             after = last
@@ -919,7 +924,7 @@ final class RESPFront {
         if userIds.count < limit || limit == 0 {
             respBulk("0", connection)
         } else {
-            let next = userIds.last!.withUnsafeBytes { processor.context.scanCursors.cursor(after: $0) }
+            let next = userIds.last!.withUnsafeBytes { shared.scanCursors.cursor(after: $0) }
             Array(String(next).utf8).withUnsafeBytes { respBulk($0, connection) }
         }
         respArrayHeader(keys.count, connection)
@@ -1011,10 +1016,11 @@ enum RESPReadAnswer: ReadAnswer {
     /// SCAN of `limit` profiles; the job's arguments are the request's, read again for MATCH.
     case scan(limit: Int)
 
-    func write(_ job: ReadJob, on worker: Worker) {
+    func write(_ job: ReadJob, through front: any WorkerFront) {
+        let front = unsafeDowncast(front, to: RESPFront.self)
         let connection = job.connection
-        if let failure = job.failure { return worker.respFront.respStoreFailure(failure, connection) }
-        if case .dbsize = self { return worker.respFront.respInteger(job.count, connection) }
+        if let failure = job.failure { return front.respStoreFailure(failure, connection) }
+        if case .dbsize = self { return front.respInteger(job.count, connection) }
         var views: [UnsafeRawBufferPointer] = []
         for index in 0..<job.argumentCount { views.append(job.argument(index)) }
         views.withUnsafeBufferPointer { arguments in
@@ -1022,11 +1028,11 @@ enum RESPReadAnswer: ReadAnswer {
             case .command(.exists):
                 var found = 0
                 for index in job.lookups.indices where job.profile(index) != nil { found += 1 }
-                worker.respFront.respInteger(found, connection)
+                front.respInteger(found, connection)
             case .command(let command):
-                worker.respFront.writeKeyRead(command, arguments, job.lookups.isEmpty ? nil : job.profile(0), connection)
+                front.writeKeyRead(command, arguments, job.lookups.isEmpty ? nil : job.profile(0), connection)
             case .scan(let limit):
-                worker.respFront.writeScanReply(arguments, userIds: (0..<job.rowCount).map { Array(job.row($0).userId) }, limit: limit,
+                front.writeScanReply(arguments, userIds: (0..<job.rowCount).map { Array(job.row($0).userId) }, limit: limit,
                                       connection)
             case .dbsize:
                 preconditionFailure("answered above")

@@ -65,13 +65,6 @@ final class RESPSession: FrontSession {
         trackingTable.leave(tracking)
     }
 
-    func serve(_ bytes: UnsafeMutableRawPointer, _ count: Int, on connection: Connection, by worker: Worker) -> Int {
-        worker.respFront.serve(connection, self, bytes, count)
-    }
-
-    /// RESP replies are made whole: none is left unfinished.
-    func resume(_ connection: Connection, by worker: Worker) -> Bool { true }
-
     func release() {
         transaction = nil
         trackingTable.detach(tracking)

@@ -73,14 +73,15 @@ struct RESPWriteAnswer: WriteAnswer {
     }
 
     /// Each command's reply, in an array for a transaction; the store's failure otherwise.
-    func write(_ job: WriteJob, on worker: Worker) {
+    func write(_ job: WriteJob, through front: any WorkerFront) {
+        let front = unsafeDowncast(front, to: RESPFront.self)
         let connection = job.connection
         if let failure = job.failure {
-            worker.respFront.respStoreFailure(failure, connection)
+            front.respStoreFailure(failure, connection)
             return
         }
-        if isTransaction { worker.respFront.respArrayHeader(commands.count, connection) }
-        for command in commands { worker.respFront.answer(command, of: job, connection) }
+        if isTransaction { front.respArrayHeader(commands.count, connection) }
+        for command in commands { front.answer(command, of: job, connection) }
     }
 }
 
@@ -100,7 +101,7 @@ extension RESPFront {
         answer.add(command, first: 0, count: arguments.count, operations: &operations, argument: { arguments[$0] },
                    names: { self.keyspace.userId(ofKey: $0) != nil })
         processor.submit(WriteJob(connection: connection, operations: operations, keyPrefix: processor.context.configuration.respKeyPrefix.count,
-                        answer: answer, kind: command.kind, trackingOrigin: connection.resp.id, arguments: arguments.count) { arguments[$0] },
+                        answer: answer, kind: command.kind, changeOrigin: connection.resp.id, arguments: arguments.count) { arguments[$0] },
                connection)
     }
 
@@ -123,7 +124,7 @@ extension RESPFront {
                            argument: argument, names: { self.keyspace.userId(ofKey: $0) != nil })
             }
             return WriteJob(connection: connection, operations: operations, keyPrefix: processor.context.configuration.respKeyPrefix.count,
-                            answer: answer, kind: RESPCommandName.exec.kind, trackingOrigin: connection.resp.id,
+                            answer: answer, kind: RESPCommandName.exec.kind, changeOrigin: connection.resp.id,
                             arguments: queued.count, argument: argument)
         }
         processor.submit(job, connection)

@@ -44,8 +44,10 @@ public final class Server {
     public private(set) var addresses: [String] = []
 
     /// Reads the tokens, opens the store (`openStore`, the executable's choice of store) and
-    /// binds the listeners, so that every startup problem is reported before anything is served.
-    public init(configuration: ServerConfiguration, openStore: () throws -> OpenedStore) throws(StartupError) {
+    /// binds the listeners of the fronts it registers, so that every startup problem is
+    /// reported before anything is served.
+    package init(configuration: ServerConfiguration, fronts: ServerFronts,
+                 openStore: () throws -> OpenedStore) throws(StartupError) {
         self.configuration = configuration
         // glibc gives threads arenas of their own as they contend, up to eight per core, and
         // each keeps the peak of what was malloc'd in it. The request path allocates nothing,
@@ -65,12 +67,9 @@ public final class Server {
         let storeLogFields: KeyValuePairs<String, String>
         do {
             let opened = try openStore()
-            let tracking = ClientTracking(maxKeys: configuration.trackingTableMaxKeys, keyPrefix: configuration.respKeyPrefix)
-            // The cache keeps the line protocol's VALUE line of each profile: most lookups are
-            // that front's GETs, which then copy it whole.
-            let cacheEncoding = LineCacheEncoding()
+            let changes = ChangeFeeds(fronts.all.compactMap(\.changeFeed))
             let writers = opened.writePaths.map {
-                WriteCoordinator(cache: cache, encoding: cacheEncoding, statistics: statistics, writePath: $0, tracking: tracking)
+                WriteCoordinator(cache: cache, encoding: fronts.cacheEncoding, statistics: statistics, writePath: $0, changes: changes)
             }
             // The one place the server tells a store of its own from a shared one.
             let reads: any StoreReads
@@ -84,9 +83,9 @@ public final class Server {
             case .fetchers(let store, let readers):
                 reads = FetchersReadTheStore(store: store, readers: readers)
             }
-            context = ServerContext(configuration: configuration, cache: cache, cacheEncoding: cacheEncoding, store: opened.store,
-                                    writers: writers,
-                                    reads: reads, tracking: tracking, tokens: TokenRegistry(tokenTable),
+            context = ServerContext(configuration: configuration, cache: cache, cacheEncoding: fronts.cacheEncoding, store: opened.store,
+                                    writers: writers, reads: reads, fronts: fronts.all, changes: changes,
+                                    tokens: TokenRegistry(tokenTable),
                                     statistics: statistics, workerCount: threads)
             storeLogFields = opened.logFields
         } catch let error as StartupError {
@@ -103,22 +102,21 @@ public final class Server {
         do {
             for i in 0..<threads { workers.append(try Worker(index: i, context: context)) }
             for worker in workers { worker.peers = workers.map { PeerWorker(worker: $0) } }
-            let tcp: [(port: UInt16?, front: Front, tls: Bool)] = [
-                (configuration.port, .line, false), (configuration.respPort, .resp, false),
-                (configuration.tlsPort, .line, true), (configuration.respTLSPort, .resp, true),
+            let line = ServerFronts.lineIndex, resp = ServerFronts.respIndex
+            let tcp: [(port: UInt16?, front: Int, tls: Bool)] = [
+                (configuration.port, line, false), (configuration.respPort, resp, false),
+                (configuration.tlsPort, line, true), (configuration.respTLSPort, resp, true),
             ]
             for (port, front, tls) in tcp {
                 guard let port else { continue }
                 for fd in try listenTCP(host: configuration.host, port: port) {
-                    listeners.append(Listener(fd: fd, front: front, tls: tls, address: boundAddress(of: fd)))
-                    // INFO's tcp_port: the plain RESP listener's, or the TLS one's when alone.
-                    if front == .resp && (!tls || configuration.respPort == nil) {
-                        context.respPortBound.store(Int(boundPort(of: fd)), ordering: .relaxed)
-                    }
+                    listeners.append(Listener(fd: fd, front: fronts.all[front], index: front, tls: tls, address: boundAddress(of: fd)))
+                    fronts.all[front].bound(port: Int(boundPort(of: fd)), tls: tls)
                 }
             }
             if let unixPath = configuration.unixPath {
-                listeners.append(Listener(fd: try listenUnix(path: unixPath), front: .line, tls: false, address: "unix:\(unixPath)"))
+                listeners.append(Listener(fd: try listenUnix(path: unixPath), front: fronts.line, index: line, tls: false,
+                                          address: "unix:\(unixPath)"))
             }
         } catch {
             for listener in listeners { Glibc.close(listener.fd) }
@@ -174,7 +172,7 @@ public final class Server {
         let writerThreads = context.writers.enumerated().map { index, writer in
             startThread(context.writers.count == 1 ? "writer" : "writer-\(index)") { writer.run() }
         }
-        context.reads.start(cache: context.cache, tracking: context.tracking)
+        context.reads.start(cache: context.cache, changes: context.changes)
         var workerThreads: [pthread_t] = []
         for worker in workers {
             workerThreads.append(startThread("worker-\(worker.index)") { worker.run() })
@@ -270,7 +268,7 @@ public final class Server {
             statistics.currentConnections.add(1, ordering: .relaxed)
             statistics.totalConnections.add(1, ordering: .relaxed)
             if Log.level <= .debug { Log.debug("connection accepted", ["fd": "\(fd)", "worker": "\(nextWorker)"]) }
-            workers[nextWorker].post(.accepted(fd: fd, front: listener.front, tls: tls, sessionId: nextSessionId))
+            workers[nextWorker].post(.accepted(fd: fd, frontIndex: listener.frontIndex, tls: tls, sessionId: nextSessionId))
             nextSessionId += 1
             nextWorker = (nextWorker + 1) % workers.count
         }
@@ -388,7 +386,9 @@ private func serverAcceptReady(_ fd: Int32, _ what: Int16, _ context: UnsafeMuta
 /// Used on the main thread only.
 private final class Listener {
     let fd: Int32
-    let front: Front
+    let front: any Front
+    /// The front's index in `ServerFronts.all`.
+    let frontIndex: Int
     /// What a connection past `--max-connections` gets before it is closed (`Front.busyReply`).
     let busyReply: [UInt8]
     /// Whether its connections start with a TLS handshake.
@@ -398,9 +398,10 @@ private final class Listener {
     var event: OpaquePointer?
     weak var server: Server?
 
-    init(fd: Int32, front: Front, tls: Bool, address: String) {
+    init(fd: Int32, front: any Front, index: Int, tls: Bool, address: String) {
         self.fd = fd
         self.front = front
+        frontIndex = index
         busyReply = front.busyReply
         self.tls = tls
         self.address = address

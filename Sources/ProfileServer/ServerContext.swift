@@ -1,12 +1,11 @@
 import ProfileCache
 import ProfileStore
-import RESPProtocol
 import Synchronization
 
 /// What every worker shares: configuration, cache, store, writer, tokens and counters.
 ///
 /// Immutable after start (its members are themselves thread-safe): any thread may use it.
-final class ServerContext: Sendable {
+package final class ServerContext: Sendable {
     let configuration: ServerConfiguration
     let cache: ProfileCache
     /// How the cache keeps a profile, for every row the core puts in it.
@@ -28,21 +27,17 @@ final class ServerContext: Sendable {
     let latency: [LatencyHistograms]
     /// How busy each worker's loop is, for moving connections between them.
     let loops: LoopLoads
-    /// RESP's SCAN cursors, shared: a scan may go on over any connection.
-    let scanCursors = ScanCursors()
-    /// How RESP keys name profiles (`--resp-key-prefix`).
-    let respKeyspace: RESPKeyspace
-    /// The port the RESP listener got (INFO's `tcp_port`); set once it is bound.
-    let respPortBound = Atomic<Int>(0)
-    /// Who read what, for client-side caching (CLIENT TRACKING).
-    let tracking: ClientTracking
+    /// The fronts the executable registered, by front index (`Connection.frontIndex`).
+    let fronts: [any Front]
+    /// Who hears of every change: the fronts' change feeds.
+    let changes: any ChangeFeed
 
     init(configuration: ServerConfiguration, cache: ProfileCache, cacheEncoding: any CachedProfileEncoding, store: any ProfileStore,
-         writers: [WriteCoordinator], reads: any StoreReads, tracking: ClientTracking, tokens: TokenRegistry,
+         writers: [WriteCoordinator], reads: any StoreReads, fronts: [any Front], changes: any ChangeFeed, tokens: TokenRegistry,
          statistics: ServerStatistics, workerCount: Int) {
         self.configuration = configuration
-        respKeyspace = RESPKeyspace(prefix: configuration.respKeyPrefix)
-        self.tracking = tracking
+        self.fronts = fronts
+        self.changes = changes
         self.cache = cache
         self.cacheEncoding = cacheEncoding
         self.store = store
@@ -59,8 +54,6 @@ final class ServerContext: Sendable {
 }
 
 extension ServerContext {
-    var respPort: Int { respPortBound.load(ordering: .relaxed) }
-
     /// Why the store refuses writes now, as any of the writers' paths found (each writer over a
     /// shared store commits on a connection of its own); nil when it takes them.
     var writeRefusal: WriteRefusal? {
@@ -110,6 +103,7 @@ extension ServerContext {
         let cache = self.cache.statistics
         let writes = writePath.statistics
         let sharedStatistics = reads.sharedStatistics
+        let changeStatistics = changes.statistics
         return StatisticsSnapshot(storeKind: store.kindName, storeIsShared: reads.isShared, values: [
             ("uptime_seconds", statistics.uptimeSeconds),
             ("curr_connections", statistics.currentConnections.load(ordering: .relaxed)),
@@ -151,9 +145,9 @@ extension ServerContext {
             ("invalidation_lag_sum_us", Int(sharedStatistics.invalidationLagSumSeconds * 1e6)),
             ("lease_expired_reads", leaseExpired),
             ("postgres_reconnects", sharedStatistics.reconnects),
-            ("tracking_clients", tracking.clientCount),
-            ("tracking_keys", tracking.keyCount),
-            ("tracking_invalidations_sent", tracking.invalidationsSent),
+            ("tracking_clients", changeStatistics.clients),
+            ("tracking_keys", changeStatistics.keys),
+            ("tracking_invalidations_sent", changeStatistics.invalidationsSent),
         ], shared: sharedStatistics)
     }
 }

@@ -56,7 +56,7 @@ extension RequestProcessor {
     /// words it.
     func answerFetched(_ job: ReadJob) {
         if job.failure == nil { fillCache(from: job) }
-        job.answer.write(job, on: job.worker)
+        job.answer.write(job, through: job.worker.fronts[job.connection.frontIndex])
     }
 
     /// Puts the profiles a job read into the cache, where it may take them, and counts the lookups.

@@ -17,7 +17,7 @@ protocol StoreReads: AnyObject, Sendable {
     /// Worker `index`'s side; asked once per worker.
     func workerReads(_ index: Int) -> any WorkerReads
     /// Starts what reads and follows the store beside the workers.
-    func start(cache: ProfileCache, tracking: ClientTracking)
+    func start(cache: ProfileCache, changes: any ChangeFeed)
     /// Stops the reads made beside the workers, once the workers have stopped: every read
     /// queued is answered first.
     func stopReading()
@@ -73,7 +73,7 @@ final class WorkersReadTheStore: StoreReads, @unchecked Sendable {
     }
 
     // Nothing runs beside the workers, and every change is this server's own.
-    func start(cache: ProfileCache, tracking: ClientTracking) {}
+    func start(cache: ProfileCache, changes: any ChangeFeed) {}
     func stopReading() {}
     func stopFollowing() {}
     var sharedStatistics: SharedStoreStatistics { SharedStoreStatistics() }
@@ -150,7 +150,7 @@ final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
 
     func workerReads(_ index: Int) -> any WorkerReads { Fetched(store: store, fetcher: fetcher) }
 
-    func start(cache: ProfileCache, tracking: ClientTracking) {
+    func start(cache: ProfileCache, changes: any ChangeFeed) {
         let fetcher = self.fetcher
         for (index, reader) in readers.enumerated() {
             nonisolated(unsafe) let reader = reader
@@ -164,16 +164,16 @@ final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
             // would cost each a needless read (and break NOLOOP).
             try store.follow(invalidate: { ids, origin in
                                  for id in ids { cache.invalidate(id) }
-                                 if origin == .elsewhere { tracking.changed(ids, origin: 0) }
+                                 if origin == .elsewhere { changes.changed(ids, origin: 0) }
                              },
                              invalidateAll: { origin in
                                  cache.removeAll()
-                                 if origin == .elsewhere { tracking.flushAll() }
+                                 if origin == .elsewhere { changes.flushAll() }
                              })
         } catch {
             Log.error("cannot follow the shared store's changes", ["error": "\(error)"])
         }
-        let watch = LeaseWatch(store: store, tracking: tracking)
+        let watch = LeaseWatch(store: store, changes: changes)
         leaseWatch = (watch, startThread("lease-watch") { watch.run() })
     }
 

@@ -8,9 +8,9 @@ import ProfileTLS
 
 /// What other threads tell a worker, through its inbox and doorbell.
 enum WorkerMessage: @unchecked Sendable {
-    /// The acceptor hands over a new connection of a front, with its TLS session on a TLS
-    /// listener; RESP's `CLIENT ID` is `sessionId`.
-    case accepted(fd: Int32, front: Front, tls: TLSSession?, sessionId: Int)
+    /// The acceptor hands over a new connection of a front (its index in `ServerFronts.all`),
+    /// with its TLS session on a TLS listener; RESP's `CLIENT ID` is `sessionId`.
+    case accepted(fd: Int32, frontIndex: Int, tls: TLSSession?, sessionId: Int)
     /// The writer answered these jobs (all of this worker's connections), in commit order.
     case answered([WriteJob])
     /// A fetcher read what these jobs asked for (all of this worker's connections).
@@ -20,8 +20,8 @@ enum WorkerMessage: @unchecked Sendable {
     /// The clients' memory is past `--max-client-memory` and the sender holds no connection
     /// large enough to close: close this worker's largest, if it is.
     case reclaimClientMemory
-    /// Client-side caching made pushes for this client's connection (`ClientTracking`).
-    case pushes(TrackingClient)
+    /// A front has something to do on this worker's thread for one of its connections.
+    case deliver(any WorkerDelivery)
     /// Stop accepting work: answer what arrived, then close every connection and return.
     case stop
 }
@@ -29,7 +29,7 @@ enum WorkerMessage: @unchecked Sendable {
 /// One event loop thread: its own event_base, connections, decoder, store reader and scratch.
 ///
 /// Everything here runs on the worker's thread except `post`, which any thread may call.
-final class Worker: @unchecked Sendable {
+package final class Worker: @unchecked Sendable {
     let index: Int
     let context: ServerContext
     let base: OpaquePointer
@@ -56,14 +56,11 @@ final class Worker: @unchecked Sendable {
     private var nextSpreadTarget = 1
 
     // Request-path state, touched by this thread only.
-    /// The request path both fronts share.
+    /// The request path every front shares.
     let processor: RequestProcessor
-    /// RESP's front, a `let` so that a session's call reaches it without reference counting.
-    let respFront: RESPFront
-    /// The line protocol's front, held the same way.
-    let lineFront: LineFront
-    /// The session of the line-protocol connections this worker accepts.
-    let lineSession: LineSession
+    /// Each front's part of this worker, by front index (`Connection.frontIndex`); set once,
+    /// at the end of `init`.
+    private(set) var fronts: [any WorkerFront] = []
     /// Where a connection with nothing pending reads into: its requests are served from
     /// here, and only what is left of them is copied to the connection.
     let readBuffer: UnsafeMutableRawPointer
@@ -74,10 +71,7 @@ final class Worker: @unchecked Sendable {
         self.index = index
         self.context = context
         maxLine = context.configuration.maxLine
-        lineSession = LineSession(inputLimit: maxLine)
         processor = RequestProcessor(index: index, context: context, reads: context.reads.workerReads(index))
-        respFront = RESPFront(processor: processor, keyspace: context.respKeyspace)
-        lineFront = LineFront(processor: processor, maxLine: maxLine)
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
         guard let base = event_base_new_with_config(config) else {
@@ -94,6 +88,7 @@ final class Worker: @unchecked Sendable {
         }
         readBufferBytes = max(maxLine, 65536)
         readBuffer = UnsafeMutableRawPointer.allocate(byteCount: readBufferBytes, alignment: 16)
+        fronts = context.fronts.map { $0.makeWorkerFront(for: self) }
     }
 
     deinit {
@@ -152,12 +147,12 @@ final class Worker: @unchecked Sendable {
         inboxLock.unlock()
         for message in messages {
             switch message {
-            case .accepted(let fd, let front, let tls, let sessionId): adopt(fd, front, tls: tls, sessionId: sessionId)
+            case .accepted(let fd, let frontIndex, let tls, let sessionId): adopt(fd, frontIndex, tls: tls, sessionId: sessionId)
             case .answered(let answered): deliver(answered)
             case .fetched(let fetched): deliver(fetched)
             case .moved(let connection): attach(connection)
             case .reclaimClientMemory: reclaimClientMemory(askingPeers: false)
-            case .pushes(let client): deliverPushes(client)
+            case .deliver(let delivery): delivery.deliver(on: self)
             case .stop: beginStopping()
             }
         }
@@ -165,10 +160,10 @@ final class Worker: @unchecked Sendable {
         exitIfIdle()
     }
 
-    private func adopt(_ fd: Int32, _ front: Front, tls: TLSSession?, sessionId: Int) {
+    private func adopt(_ fd: Int32, _ frontIndex: Int, tls: TLSSession?, sessionId: Int) {
         let role: Role = context.tokens.isEnabled ? .none : .admin
-        let connection = Connection(fd: fd, session: front.makeSession(on: self, id: sessionId), tls: tls, worker: self,
-                                    role: role)
+        let connection = Connection(fd: fd, frontIndex: frontIndex, session: context.fronts[frontIndex].makeSession(id: sessionId),
+                                    tls: tls, worker: self, role: role)
         guard connection.handshaking else { return attach(connection) }
         // The timer belongs to this loop; a connection never moves before its handshake ends.
         connection.handshakeTimer = event_new(base, -1, 0, connectionHandshakeTimedOut,
@@ -261,10 +256,9 @@ final class Worker: @unchecked Sendable {
         precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
         connection.unansweredWrites.removeFirst()
         guard connection.phase != .closed else { return false }
-        // The invalidations this write made for its own connection go before its reply, so a
-        // client cache never serves the old value after the write is acknowledged.
-        if job.trackingOrigin != 0 && context.tracking.isActive { writePushes(of: connection.resp.tracking, to: connection) }
-        job.answer.write(job, on: self)
+        let front = fronts[connection.frontIndex]
+        front.beforeAnswer(of: job, on: connection)
+        job.answer.write(job, through: front)
         processor.releaseHeldReplies(connection)
         return true
     }
@@ -305,36 +299,6 @@ final class Worker: @unchecked Sendable {
             connection.readsInFlight -= 1
         }
         if let open = current { finishPass(open) }
-    }
-
-    /// Writes the pushes client-side caching made for a connection of this worker.
-    private func deliverPushes(_ client: TrackingClient) {
-        // Taken only while this worker holds the connection.
-        guard let pushes = context.tracking.takePending(client, on: self), !pushes.isEmpty,
-              let connection = client.connection, connection.phase != .closed else { return }
-        processor.beginPass(at: monotonicNanos())
-        writePushes(pushes, to: connection)
-        finishPass(connection)
-    }
-
-    private func writePushes(of client: TrackingClient, to connection: Connection) {
-        guard let pushes = context.tracking.takePending(client, on: self) else { return }
-        writePushes(pushes, to: connection)
-    }
-
-    private func writePushes(_ pushes: [[UInt8]], to connection: Connection) {
-        for push in pushes {
-            processor.reserve(push.count, connection)
-            push.withUnsafeBytes { bytes in
-                if processor.out.remaining >= bytes.count {
-                    processor.out.end.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-                    processor.out.count += bytes.count
-                } else {
-                    // Larger than the scratch, which `reserve` emptied into the connection's output.
-                    evbuffer_add(connection.output, bytes.baseAddress!, bytes.count)
-                }
-            }
-        }
     }
 
     private func beginStopping() {
@@ -530,16 +494,16 @@ final class Worker: @unchecked Sendable {
     /// Finishes an unfinished MGET as far as the high-water mark lets it, then serves the
     /// requests kept in the connection's own buffer once it is done.
     private func handlePending(_ connection: Connection) {
-        guard connection.phase == .serving, connection.session.resume(connection, by: self), !connection.pending.isEmpty else { return }
+        guard connection.phase == .serving, fronts[connection.frontIndex].resume(connection), !connection.pending.isEmpty else { return }
         let used = handleInput(connection, connection.pending.base!, connection.pending.count)
         if connection.phase != .closed { connection.pending.consume(used) }
     }
 
     /// Serves the whole requests at the start of `bytes` in the connection's protocol; returns
-    /// how many bytes it used, and notes whether it stopped for want of more (`FrontSession.serve`).
+    /// how many bytes it used, and notes whether it stopped for want of more (`WorkerFront.serve`).
     func handleInput(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         connection.needsMoreInput = false
-        return connection.session.serve(bytes, count, on: connection, by: self)
+        return fronts[connection.frontIndex].serve(connection, bytes, count)
     }
 
     /// Ends a pass over a connection: hand writes to the writer, publish counters, send

@@ -41,9 +41,10 @@ struct ArgumentStore: ~Copyable {
 /// job, what it needs to know of the request, and reads what the commit did from the job.
 ///
 /// Made by a worker with its job, used by that worker when the job is answered.
-protocol WriteAnswer {
-    /// Writes the job's answer (its reply, or the store's failure) on the worker that took it.
-    func write(_ job: WriteJob, on worker: Worker)
+package protocol WriteAnswer {
+    /// Writes the job's answer (its reply, or the store's failure) through the front that took
+    /// the request, on the worker that took it.
+    func write(_ job: WriteJob, through front: any WorkerFront)
 }
 
 /// One write request (or RESP transaction) on its way to the writer thread and back: a unit of
@@ -52,7 +53,7 @@ protocol WriteAnswer {
 ///
 /// Created by a worker, executed by the writer, answered by the same worker: each side
 /// touches it only while the other cannot (the queue hand-offs order the accesses).
-final class WriteJob: WriteUnit, @unchecked Sendable {
+package final class WriteJob: WriteUnit, @unchecked Sendable {
     /// What the commit did to one operation.
     struct Result {
         var before: ProfileState
@@ -75,9 +76,10 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
     let answer: any WriteAnswer
     /// The kind of request whose latency the answer ends.
     let kind: RequestKind
-    /// The RESP connection's `CLIENT ID`, for CLIENT TRACKING's NOLOOP and for its own
-    /// invalidations to go before the answer; 0 for a line-protocol connection.
-    let trackingOrigin: Int
+    /// Who made the change, for the change feed (`ChangeFeed.changed`): the RESP
+    /// connection's `CLIENT ID`, for CLIENT TRACKING's NOLOOP and for its own invalidations to
+    /// go before the answer; 0 for a connection no feed tells apart.
+    let changeOrigin: Int
     /// What the commit did, by operation; empty until it committed.
     private(set) var results = SmallList<Result>()
     /// The values the unit's reads found, copied while the commit's views were valid.
@@ -88,9 +90,9 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
     let startNanos: Int
 
     init(connection: Connection, operations: SmallList<JobOperation>, keyPrefix: Int = 0, answer: any WriteAnswer, kind: RequestKind,
-         trackingOrigin: Int = 0, arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
+         changeOrigin: Int = 0, arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
         self.connection = connection
-        self.trackingOrigin = trackingOrigin
+        self.changeOrigin = changeOrigin
         worker = connection.worker
         self.operations = operations
         self.keyPrefix = keyPrefix
@@ -105,10 +107,10 @@ final class WriteJob: WriteUnit, @unchecked Sendable {
 
     // MARK: WriteUnit
 
-    var operationCount: Int { operations.count }
+    package var operationCount: Int { operations.count }
 
     /// Views into the job's own arguments: valid through the commit.
-    func operation(at index: Int) -> WriteOperation {
+    package func operation(at index: Int) -> WriteOperation {
         operations[index].writeOperation({ arguments.argument($0) }, keyPrefix: keyPrefix)
     }
 

@@ -33,7 +33,7 @@ final class WriteCoordinator: @unchecked Sendable {
     private let statistics: ServerStatistics
     let writePath: any ProfileWritePath
     /// Told of every change after the cache, so that client caches drop what they hold of it.
-    private let tracking: ClientTracking
+    private let changes: any ChangeFeed
     /// What a commit does to the cache, as the store says.
     private let cacheAfterCommit: CacheAfterCommit
     /// How the cache keeps a profile.
@@ -48,10 +48,10 @@ final class WriteCoordinator: @unchecked Sendable {
     private var prefetchSlots: UnsafeMutableBufferPointer<PrefetchSlot>
 
     init(cache: ProfileCache, encoding: any CachedProfileEncoding, statistics: ServerStatistics, writePath: any ProfileWritePath,
-         tracking: ClientTracking) {
+         changes: any ChangeFeed) {
         self.cache = cache
         self.encoding = encoding
-        self.tracking = tracking
+        self.changes = changes
         self.statistics = statistics
         self.writePath = writePath
         cacheAfterCommit = writePath.cacheAfterCommit
@@ -229,16 +229,16 @@ final class WriteCoordinator: @unchecked Sendable {
         tellTracking(job, changed: { outcomes.changed($0) })
     }
 
-    /// Tells client-side caching which of the job's profiles changed, once the cache holds
-    /// what they are now: a client told of a change reads the new value.
+    /// Tells the change feed which of the job's profiles changed, once the cache holds what
+    /// they are now: a client told of a change reads the new value.
     private func tellTracking(_ job: WriteJob, changed: (Int) -> Bool) {
-        guard tracking.isActive else { return }
+        guard changes.isActive else { return }
         var userIds: [UnsafeRawBufferPointer] = []
         for index in 0..<job.operationCount where changed(index) {
-            guard let userId = job.userId(at: index) else { return tracking.flushAll() }
+            guard let userId = job.userId(at: index) else { return changes.flushAll() }
             userIds.append(userId)
         }
-        if !userIds.isEmpty { tracking.changed(userIds, origin: job.trackingOrigin) }
+        if !userIds.isEmpty { userIds.withUnsafeBufferPointer { changes.changed($0, origin: job.changeOrigin) } }
     }
 }
 

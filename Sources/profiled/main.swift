@@ -32,7 +32,7 @@ case .run(let configuration, let store, let logLevel):
     let server: Server
     do {
         // A closure, not `store.open`: a partial application allocates a context that `exit` leaves behind.
-        server = try Server(configuration: configuration, openStore: { try store.open() })
+        server = try Server(configuration: configuration, fronts: .standard(configuration), openStore: { try store.open() })
     } catch {
         Log.error("cannot start", ["error": error.description])
         exit(1)

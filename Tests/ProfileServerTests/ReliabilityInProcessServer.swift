@@ -41,19 +41,19 @@ final class InProcessServer {
         let writePath = wrapWritePath(try store.openWritePath())
         let cache = ProfileCache(limitBytes: 8 << 20)
         statistics = ServerStatistics()
-        let tracking = ClientTracking(maxKeys: 1_000_000, keyPrefix: Array(respKeyPrefix.utf8))
-        let cacheEncoding = LineCacheEncoding()
-        let writer = WriteCoordinator(cache: cache, encoding: cacheEncoding, statistics: statistics, writePath: writePath,
-                                      tracking: tracking)
         var configuration = ServerConfiguration()
         configuration.loopPolicy = loopPolicy
         configuration.respKeyPrefix = Array(respKeyPrefix.utf8)
+        let fronts = ServerFronts.standard(configuration)
+        let changes = ChangeFeeds(fronts.all.compactMap(\.changeFeed))
+        let writer = WriteCoordinator(cache: cache, encoding: fronts.cacheEncoding, statistics: statistics, writePath: writePath,
+                                      changes: changes)
         let store = self.store
         let reads = try WorkersReadTheStore(workers: workerCount, makeReader: { wrapReader(try store.makeReader()) },
                                             writePath: writePath)
-        context = ServerContext(configuration: configuration, cache: cache, cacheEncoding: cacheEncoding, store: store,
-                                writers: [writer], reads: reads,
-                                tracking: tracking, tokens: TokenRegistry(nil), statistics: statistics,
+        context = ServerContext(configuration: configuration, cache: cache, cacheEncoding: fronts.cacheEncoding, store: store,
+                                writers: [writer], reads: reads, fronts: fronts.all, changes: changes,
+                                tokens: TokenRegistry(nil), statistics: statistics,
                                 workerCount: workerCount)
         var workers: [Worker] = []
         for i in 0..<workerCount {
@@ -78,19 +78,19 @@ final class InProcessServer {
     /// A client connection served by the workers, handed to them in turn.
     func connect() throws -> ProfileConnection {
         let connection = try ProfileConnection(.tcp(host: "127.0.0.1", port: port), timeoutSeconds: 20)
-        try hand(.line)
+        try hand(ServerFronts.lineIndex)
         return connection
     }
 
     /// A RESP connection, handed to the workers as the RESP listener's are.
     func connectRESP() throws -> RESPTestClient {
         let client = try RESPTestClient(port: port)
-        try hand(.resp)
+        try hand(ServerFronts.respIndex)
         return client
     }
 
     /// Accepts the connection just made and hands it to the next worker.
-    private func hand(_ front: Front) throws {
+    private func hand(_ frontIndex: Int) throws {
         // The handshake is done once connect returns, so the socket is waiting in the backlog.
         var fd: Int32 = -1
         for _ in 0..<1000 where fd < 0 {
@@ -100,7 +100,7 @@ final class InProcessServer {
         guard fd >= 0 else { throw TestFailure("accept failed: \(String(cString: strerror(errno)))") }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         statistics.currentConnections.add(1, ordering: .relaxed)
-        workers[nextWorker].post(.accepted(fd: fd, front: front, tls: nil, sessionId: nextWorker + 1))
+        workers[nextWorker].post(.accepted(fd: fd, frontIndex: frontIndex, tls: nil, sessionId: nextWorker + 1))
         nextWorker = (nextWorker + 1) % workers.count
     }
 
