@@ -1,8 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Dependencies point one way: C system libraries -> protocol / cache / store interface ->
-// server -> store implementations and executables. The CLI reaches the server through ProfileClient; the bench opens
+// Dependencies point one way: C system libraries -> codecs / cache / store interface ->
+// server (the core, which names no codec and no store) -> fronts (a codec and its sessions) and
+// store implementations -> executables, which register the fronts and choose the store. The CLI reaches the server through ProfileClient; the bench opens
 // its connections with ProfileClient and writes its pipelined requests itself, the same way
 // for profiled, memcached and Redis.
 // The request path keeps its state in class properties; release builds skip the dynamic
@@ -64,8 +65,17 @@ let package = Package(
         // The shared store: profiles in a PostgreSQL database several servers use at once.
         .target(name: "ProfileStorePostgres", dependencies: ["ProfilePostgres", "ProfileStore", "ProfileSystem"]),
         .target(name: "ProfileServer",
-                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileModel", "ProfileProtocol", "RESPProtocol", "ProfileCache", "ProfileStore",
+                dependencies: ["CLibevent", "CLinux", "ProfileSystem", "ProfileModel", "ProfileCache", "ProfileStore",
                                "ProfileTLS", "UnixSocketAddress", "WireBytes"],
+                swiftSettings: hotPath),
+        // The line protocol's front: its codec's requests served through the core, and its sessions.
+        .target(name: "LineFront",
+                dependencies: ["CLibevent", "ProfileServer", "ProfileProtocol", "ProfileModel", "ProfileCache", "ProfileStore", "WireBytes"],
+                swiftSettings: hotPath),
+        // RESP's front: profiles as Redis hashes, transactions, client-side caching.
+        .target(name: "RESPFront",
+                dependencies: ["CLibevent", "ProfileServer", "RESPProtocol", "ProfileModel", "ProfileCache", "ProfileStore",
+                               "ProfileSystem", "WireBytes"],
                 swiftSettings: hotPath),
         .target(name: "ProfileClient", dependencies: ["ProfileProtocol", "ProfileTLS", "UnixSocketAddress"]),
         // What profilectl and profilebench do, as libraries their tests can reach.
@@ -75,8 +85,8 @@ let package = Package(
         .target(name: "ProfileBench", dependencies: ["CommandLineFlags", "ProfileClient", "ProfileProtocol", "ProfileTLS"]),
 
         .executableTarget(name: "profiled",
-                          dependencies: ["CommandLineFlags", "ProfileServer", "ProfileStore", "ProfileStoreSQLite", "ProfileStorePostgres",
-                                         "ProfileTLS"]),
+                          dependencies: ["CommandLineFlags", "ProfileServer", "LineFront", "RESPFront", "ProfileStore", "ProfileStoreSQLite",
+                                         "ProfileStorePostgres", "ProfileTLS"]),
         .executableTarget(name: "profilectl", dependencies: ["ProfileAdmin"]),
         .executableTarget(name: "profilebench", dependencies: ["ProfileBench"]),
 
@@ -90,7 +100,8 @@ let package = Package(
         // Against the throw-away PostgreSQL that Scripts/test starts (PROFILED_TEST_POSTGRES).
         .testTarget(name: "ProfilePostgresTests", dependencies: ["ProfilePostgres", "ProfileSystem", "ProfileTestSupport"]),
         .testTarget(name: "ProfileServerTests",
-                    dependencies: ["ProfileServer", "ProfileCache", "ProfileClient", "ProfileProtocol", "ProfileStore", "ProfileStoreSQLite",
+                    dependencies: ["ProfileServer", "LineFront", "RESPFront", "ProfileCache", "ProfileClient", "ProfileProtocol", "ProfileStore",
+                                   "ProfileStoreSQLite",
                                    "ProfileSystem", "ProfileTLS", "CSQLite",
                                    "ProfileTestSupport"]),
         .testTarget(name: "ProfileClientTests", dependencies: ["ProfileClient"]),

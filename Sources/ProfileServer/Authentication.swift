@@ -3,7 +3,7 @@ extension RequestProcessor {
     /// no role at all for a token that names none, so it must authenticate again; without
     /// tokens every token is accepted and the role stays. Returns whether the token was
     /// accepted; the front's codec words the reply.
-    func authenticate(_ token: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
+    package func authenticate(_ token: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
         guard context.tokens.isEnabled else { return true }
         guard let role = context.tokens.role(of: token) else {
             connection.role = .none

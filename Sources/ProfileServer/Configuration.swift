@@ -1,4 +1,3 @@
-import ProfileProtocol
 import ProfileTLS
 
 /// profiled's version, as `--version`, INFO and the package give it.
@@ -29,7 +28,10 @@ public struct ServerConfiguration: Sendable {
     public var threads: Int = 0
     public var tokensPath: String? = nil
     public var maxConnections: Int = 10_000
-    public var maxLine: Int = Limits.defaultMaxLine
+    /// `--max-line`, the line protocol's longest request line: its codec's
+    /// `Limits.defaultMaxLine` unless set (a test holds the two equal). Workers read that much
+    /// at once.
+    public var maxLine: Int = 65536
     public var allowInsecureBind: Bool = false
     /// The most memory all client connections together may hold (input, unsent and held
     /// replies, queued transactions), in bytes; past it the connection holding the most is
@@ -49,7 +51,7 @@ public struct ServerConfiguration: Sendable {
     var loopPolicy = LoopPolicy.standard
 
     /// Requests one connection may have answered per wake-up before others get a turn.
-    var requestsPerWakeup: Int { 512 }
+    package var requestsPerWakeup: Int { 512 }
     /// Unsent reply bytes past which a connection is no longer read from (backpressure).
     var outputHighWater: Int { 1 << 20 }
     /// Unsent reply bytes past which a connection is closed: a client that never reads.

@@ -23,6 +23,15 @@ package protocol FrontSession: AnyObject {
     func release()
 }
 
+/// What a front keeps of a reply it makes as the client reads (an MGET's ids left to answer):
+/// the connection holds it, and counts it in the clients' memory.
+///
+/// Owned by its connection; the worker thread that holds the connection.
+package protocol UnfinishedReply: AnyObject {
+    /// What it holds, for the clients' memory.
+    var byteCount: Int { get }
+}
+
 /// One client connection, from accept to close.
 ///
 /// Owned and used only by the worker thread it was handed to, which may hand it to another
@@ -30,7 +39,7 @@ package protocol FrontSession: AnyObject {
 /// to connections with writes in flight, which never move, and never touches their state.
 package final class Connection {
     /// Where a connection is in its life. memcached keeps these in one enum; so do we.
-    enum Phase {
+    package enum Phase {
         /// Reading and answering requests.
         case serving
         /// QUIT or TOOLONG was answered, or the server is stopping: nothing more is read;
@@ -40,66 +49,66 @@ package final class Connection {
         case closed
     }
 
-    let fd: Int32
+    package let fd: Int32
     /// Which front serves it: its index in `ServerFronts.all` and in `Worker.fronts`.
-    let frontIndex: Int
+    package let frontIndex: Int
     /// What the connection's front keeps between requests.
-    let session: any FrontSession
-    unowned var worker: Worker
-    var phase = Phase.serving
-    var role: Role
+    package let session: any FrontSession
+    package unowned var worker: Worker
+    package var phase = Phase.serving
+    package var role: Role
     /// Writes sent to the writer and not answered yet. While there are any, only more writes,
     /// and reads that can be answered ahead of them (`heldReplies`), are taken from the input,
     /// so replies keep request order.
-    var writesInFlight: Int { unansweredWrites.count }
+    package var writesInFlight: Int { unansweredWrites.count }
     /// The writes in flight, oldest first: what reads taken ahead of them must not touch.
-    var unansweredWrites: [WriteJob] = []
+    package var unansweredWrites: [WriteJob] = []
     /// Writes taken from the input since the connection opened.
-    var writesTaken = 0
+    package var writesTaken = 0
     /// Writes answered since the connection opened: what releases `heldReplies`.
-    var writesAnswered: Int { writesTaken - unansweredWrites.count }
+    package var writesAnswered: Int { writesTaken - unansweredWrites.count }
     /// Replies to reads answered ahead of writes in flight, each waiting for those writes' replies.
-    var heldReplies = HeldReplies()
+    package var heldReplies = HeldReplies()
     /// Reads sent to the fetchers (a shared store's) and not answered yet. While there are
     /// any, only more such reads are taken from the input.
-    var readsInFlight = 0
+    package var readsInFlight = 0
     /// Requests of this connection that another thread is working on.
-    var jobsInFlight: Int { writesInFlight + readsInFlight }
-    /// An MGET answered as far as the high-water mark, whose other ids are answered as the
-    /// client reads; no later request is served before it ends.
-    var unfinishedLookups: UnfinishedLookups? = nil
+    package var jobsInFlight: Int { writesInFlight + readsInFlight }
+    /// A reply of many parts made as far as the high-water mark, whose front makes the rest as
+    /// the client reads (`WorkerFront.resume`); no later request is served before it ends.
+    package var unfinishedReply: (any UnfinishedReply)? = nil
     /// The peer shut down its sending side: answer what arrived, then close.
-    var peerClosed = false
+    package var peerClosed = false
 
     /// Received bytes not yet handled, at most the session's input limit.
     var pending: PendingInput
     /// The last pass over the input stopped for want of bytes: what is pending is the start
     /// of a request, not a whole one left for later.
-    var needsMoreInput = false
+    package var needsMoreInput = false
 
     /// The TLS session bytes pass through, on a TLS listener's connection; nil in clear.
-    private(set) var tls: TLSSession?
+    package private(set) var tls: TLSSession?
     /// The TLS handshake has not finished: nothing is read as requests yet.
-    var handshaking: Bool
+    package var handshaking: Bool
     /// Closes the connection if its handshake has not finished by `--tls-handshake-timeout`.
-    var handshakeTimer: OpaquePointer? = nil
+    package var handshakeTimer: OpaquePointer? = nil
     /// The last TLS read (or handshake step) needs the socket writable before it can go on.
-    var tlsWaitsForWritable = false
+    package var tlsWaitsForWritable = false
     /// What a TLS connection counts for OpenSSL's buffers: a record buffer each way of 16 KiB
     /// plus its header and padding, and the session.
-    static let tlsBufferBytes = 40 << 10
+    package static let tlsBufferBytes = 40 << 10
 
     /// Reply bytes the socket has not taken yet (plaintext, on a TLS connection).
-    let output: OpaquePointer
+    package let output: OpaquePointer
     /// What this connection counts in the clients' memory (`ServerStatistics.clientMemoryBytes`)
     /// since it last accounted.
-    var accountedBytes = 0
-    var readEvent: OpaquePointer? = nil
-    var writeEvent: OpaquePointer? = nil
-    var reading = false
-    var writing = false
+    package var accountedBytes = 0
+    package var readEvent: OpaquePointer? = nil
+    package var writeEvent: OpaquePointer? = nil
+    package var reading = false
+    package var writing = false
 
-    init(fd: Int32, frontIndex: Int, session: any FrontSession, tls: TLSSession?, worker: Worker, role: Role) {
+    package init(fd: Int32, frontIndex: Int, session: any FrontSession, tls: TLSSession?, worker: Worker, role: Role) {
         self.fd = fd
         self.frontIndex = frontIndex
         self.session = session
@@ -115,23 +124,23 @@ package final class Connection {
         evbuffer_free(output)
     }
 
-    var queuedOutput: Int { evbuffer_get_length(output) }
+    package var queuedOutput: Int { evbuffer_get_length(output) }
 
     /// What the connection holds now: input kept, unsent replies, replies held for order, an
     /// unfinished MGET's ids and what the session holds (a RESP transaction's queue).
-    var memoryBytes: Int {
-        pending.capacity + queuedOutput + heldReplies.byteCount + (unfinishedLookups?.byteCount ?? 0)
+    package var memoryBytes: Int {
+        pending.capacity + queuedOutput + heldReplies.byteCount + (unfinishedReply?.byteCount ?? 0)
             + session.heldBytes + (tls == nil ? 0 : Self.tlsBufferBytes)
     }
 
     /// Whether a pass has something to serve without more input: an unfinished MGET, or
     /// pending input that holds a request, not only the start of one.
-    var hasWorkWaiting: Bool {
-        unfinishedLookups != nil || (!pending.isEmpty && !needsMoreInput) || (tls?.hasBufferedInput ?? false)
+    package var hasWorkWaiting: Bool {
+        unfinishedReply != nil || (!pending.isEmpty && !needsMoreInput) || (tls?.hasBufferedInput ?? false)
     }
 
     /// Drops the queued reply bytes after the first `count`, for a reply taken back unsent.
-    func dropQueuedOutput(after count: Int) {
+    package func dropQueuedOutput(after count: Int) {
         // libevent cannot cut a buffer's tail: move the head aside, empty it, and move it back.
         let kept = evbuffer_new()
         evbuffer_remove_buffer(output, kept, count)
@@ -141,7 +150,7 @@ package final class Connection {
     }
 
     /// Frees the events, which belong to the worker's event_base.
-    func detachEvents() {
+    package func detachEvents() {
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
         if let handshakeTimer { event_free(handshakeTimer) }
@@ -153,7 +162,7 @@ package final class Connection {
     }
 
     /// Releases the socket and its events. The object lives on while write jobs still reference it.
-    func releaseResources() {
+    package func releaseResources() {
         detachEvents()
         tls?.shutdown()
         tls = nil
@@ -161,7 +170,7 @@ package final class Connection {
         phase = .closed
         pending.release()
         heldReplies.removeAll()
-        unfinishedLookups = nil
+        unfinishedReply = nil
         evbuffer_drain(output, evbuffer_get_length(output))
         session.release()
     }

@@ -23,7 +23,7 @@ package protocol ReadAnswer {
 /// side touches it only while the other cannot (the queue hand-offs order the accesses).
 package final class ReadJob: @unchecked Sendable {
     /// What is read.
-    enum Read {
+    package enum Read {
         /// The profiles of `lookups`.
         case lookups
         /// How many profiles there are.
@@ -34,21 +34,21 @@ package final class ReadJob: @unchecked Sendable {
         case scan(after: [UInt8], limit: Int)
     }
 
-    let connection: Connection
-    unowned let worker: Worker
-    let read: Read
+    package let connection: Connection
+    package unowned let worker: Worker
+    package let read: Read
     /// How the front words the answer.
-    let answer: any ReadAnswer
+    package let answer: any ReadAnswer
     /// The kind of request whose latency the answer ends; nil for the rest of a request counted already.
-    let kind: RequestKind?
-    let startNanos: Int
+    package let kind: RequestKind?
+    package let startNanos: Int
     private let arguments: ArgumentStore
     /// The ids to look up: argument indices, with `keyPrefix` bytes to skip in each.
-    let lookups: [Int]
-    let keyPrefix: Int
+    package let lookups: [Int]
+    package let keyPrefix: Int
     /// For each lookup, the cache's ticket for filling it in, or nil when it may not be
     /// (the cache could not vouch for what it held: the lease had run out).
-    let tickets: [FillTicket?]
+    package let tickets: [FillTicket?]
 
     // Filled in by the fetcher.
     /// For each lookup, the profile found: ranges of its name and portraitUri in `values`.
@@ -56,11 +56,11 @@ package final class ReadJob: @unchecked Sendable {
     /// RECENT's and SCAN's rows: ranges of each id, name and portraitUri in `values`.
     private(set) var rows: [(userId: Range<Int>, name: Range<Int>, portraitUri: Range<Int>)] = []
     private(set) var values: [UInt8] = []
-    var count = 0
-    var failure: String?
+    package var count = 0
+    package var failure: String?
 
-    init(connection: Connection, read: Read, answer: any ReadAnswer, kind: RequestKind?, arguments count: Int,
-         argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?]) {
+    package init(connection: Connection, read: Read, answer: any ReadAnswer, kind: RequestKind?, arguments count: Int,
+                 argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?]) {
         self.connection = connection
         worker = connection.worker
         self.read = read
@@ -73,16 +73,16 @@ package final class ReadJob: @unchecked Sendable {
         self.tickets = tickets
     }
 
-    func argument(_ i: Int) -> UnsafeRawBufferPointer { arguments.argument(i) }
-    var argumentCount: Int { arguments.count }
+    package func argument(_ i: Int) -> UnsafeRawBufferPointer { arguments.argument(i) }
+    package var argumentCount: Int { arguments.count }
 
     /// Lookup `index`'s id.
-    func userId(_ index: Int) -> UnsafeRawBufferPointer {
+    package func userId(_ index: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: argument(lookups[index])[keyPrefix...])
     }
 
     /// Lookup `index`'s profile, if it has one: views into the job, valid while it lives.
-    func profile(_ index: Int) -> ProfileValues? {
+    package func profile(_ index: Int) -> ProfileValues? {
         guard let found = found[index] else { return nil }
         return values.withUnsafeBytes { bytes in
             ProfileValues(name: UnsafeRawBufferPointer(rebasing: bytes[found.name]),
@@ -90,10 +90,10 @@ package final class ReadJob: @unchecked Sendable {
         }
     }
 
-    var rowCount: Int { rows.count }
+    package var rowCount: Int { rows.count }
 
     /// Row `index` of RECENT or SCAN, views valid while the job lives.
-    func row(_ index: Int) -> ProfileRow {
+    package func row(_ index: Int) -> ProfileRow {
         let row = rows[index]
         return values.withUnsafeBytes { bytes in
             ProfileRow(userId: UnsafeRawBufferPointer(rebasing: bytes[row.userId]),
@@ -108,7 +108,7 @@ package final class ReadJob: @unchecked Sendable {
         found[index] = (append(row.name), append(row.portraitUri))
     }
 
-    func record(row: ProfileRow) {
+    package func record(row: ProfileRow) {
         rows.append((append(row.userId), append(row.name), append(row.portraitUri)))
     }
 
@@ -125,16 +125,16 @@ package final class ReadJob: @unchecked Sendable {
 ///
 /// Workers call `submit` from their threads; each fetcher thread runs `run` with a reader of
 /// its own.
-final class FetchCoordinator: @unchecked Sendable {
+package final class FetchCoordinator: @unchecked Sendable {
     private let queue = JobQueue<ReadJob>()
 
-    func submit(_ jobs: [ReadJob]) { queue.submit(jobs) }
+    package func submit(_ jobs: [ReadJob]) { queue.submit(jobs) }
 
     /// Asks every fetcher to finish once the queue is empty.
-    func stop() { queue.stop() }
+    package func stop() { queue.stop() }
 
     /// A fetcher thread's loop: returns after `stop` once every queued job is answered.
-    func run(_ reader: any SharedProfileReader) {
+    package func run(_ reader: any SharedProfileReader) {
         var batch: [ReadJob] = []
         while queue.take(into: &batch) {
             fetch(batch, reader)
@@ -167,30 +167,30 @@ final class FetchCoordinator: @unchecked Sendable {
 
 /// Where COUNT, RECENT and SCAN read: a fetcher's reader of a shared store, or a worker's own
 /// reader of a store it reads on its loop.
-protocol ListingSource {
+package protocol ListingSource {
     func count() throws -> Int
     func recent(limit: Int, _ each: (ProfileRow) -> Void) throws
     func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws
 }
 
 /// A fetcher's reader of a shared store, each call a round trip.
-struct SharedListings: ListingSource {
-    let reader: any SharedProfileReader
-    func count() throws -> Int { try reader.count() }
-    func recent(limit: Int, _ each: (ProfileRow) -> Void) throws { try reader.recent(limit: limit, each) }
-    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws {
+package struct SharedListings: ListingSource {
+    package let reader: any SharedProfileReader
+    package func count() throws -> Int { try reader.count() }
+    package func recent(limit: Int, _ each: (ProfileRow) -> Void) throws { try reader.recent(limit: limit, each) }
+    package func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws {
         try reader.scan(after: after, limit: limit, each)
     }
 }
 
 /// A worker's own reader, inside the pass's read transaction; the count is the write path's,
 /// exact with every committed write.
-struct LocalListings: ListingSource {
-    let reader: any ProfileReader
-    let writePath: any ProfileWritePath
-    func count() throws -> Int { writePath.rowCount }
-    func recent(limit: Int, _ each: (ProfileRow) -> Void) throws { try reader.recent(limit: limit, each) }
-    func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws {
+package struct LocalListings: ListingSource {
+    package let reader: any ProfileReader
+    package let writePath: any ProfileWritePath
+    package func count() throws -> Int { writePath.rowCount }
+    package func recent(limit: Int, _ each: (ProfileRow) -> Void) throws { try reader.recent(limit: limit, each) }
+    package func scan(after: UnsafeRawBufferPointer, limit: Int, _ each: (ProfileRow) -> Void) throws {
         try reader.scan(after: after, limit: limit, each)
     }
 }
@@ -198,7 +198,7 @@ struct LocalListings: ListingSource {
 extension ReadJob {
     /// Reads what a COUNT, RECENT or SCAN asks for into the job, or why it could not; a lookup
     /// job reads nothing here.
-    func readListing(from source: some ListingSource) {
+    package func readListing(from source: some ListingSource) {
         do {
             switch read {
             case .lookups:
@@ -217,7 +217,7 @@ extension ReadJob {
 
     /// Records why the read failed, for the reply; the log gets the whole error, which may
     /// name the store's file or server.
-    func fail(_ error: any Error) {
+    package func fail(_ error: any Error) {
         Log.warn("a read of the store failed", ["error": "\(error)"])
         failure = (error as? StoreError)?.reason ?? "\(error)"
     }

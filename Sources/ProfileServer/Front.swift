@@ -41,15 +41,6 @@ package struct ServerFronts: Sendable {
         self.cacheEncoding = cacheEncoding
     }
 
-    /// The line protocol and RESP as `configuration` sets them; the cache keeps VALUE lines,
-    /// as most lookups are the line protocol's GETs, which then copy them whole.
-    package static func standard(_ configuration: ServerConfiguration) -> ServerFronts {
-        ServerFronts(line: LineProtocolFront(maxLine: configuration.maxLine),
-                     resp: RESPProtocolFront(keyPrefix: configuration.respKeyPrefix,
-                                             trackingTableMaxKeys: configuration.trackingTableMaxKeys),
-                     cacheEncoding: LineCacheEncoding())
-    }
-
     /// Every front, in the order of their indices (`Connection.frontIndex`).
     var all: [any Front] { [line, resp] }
     static let lineIndex = 0

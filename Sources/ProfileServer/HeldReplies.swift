@@ -7,17 +7,17 @@
 /// the connection are answered.
 ///
 /// Owned by one connection; its worker's thread only.
-struct HeldReplies {
+package struct HeldReplies {
     private var bytes: [UInt8] = []
     /// Where each run of held replies ends in `bytes`, and how many of the connection's writes
     /// must be answered before it goes out; in request order.
     private var runs: [(end: Int, afterWrites: Int)] = []
 
-    var byteCount: Int { bytes.count }
-    var isEmpty: Bool { runs.isEmpty }
+    package var byteCount: Int { bytes.count }
+    package var isEmpty: Bool { runs.isEmpty }
 
     /// Holds `reply` until the connection's first `afterWrites` writes are answered.
-    mutating func hold(_ reply: UnsafeRawBufferPointer, afterWrites: Int) {
+    package mutating func hold(_ reply: UnsafeRawBufferPointer, afterWrites: Int) {
         bytes.append(contentsOf: reply)
         if let last = runs.last, last.afterWrites == afterWrites {
             runs[runs.count - 1].end = bytes.count
@@ -27,7 +27,7 @@ struct HeldReplies {
     }
 
     /// Hands over, in order, the replies whose writes are all answered, and forgets them.
-    mutating func release(answeredWrites: Int, to deliver: (UnsafeRawBufferPointer) -> Void) {
+    package mutating func release(answeredWrites: Int, to deliver: (UnsafeRawBufferPointer) -> Void) {
         var released = 0, end = 0
         while released < runs.count && runs[released].afterWrites <= answeredWrites {
             end = runs[released].end
@@ -41,7 +41,7 @@ struct HeldReplies {
     }
 
     /// Drops everything held: the connection closed.
-    mutating func removeAll() {
+    package mutating func removeAll() {
         bytes.removeAll()
         runs.removeAll()
     }

@@ -6,7 +6,7 @@ import ProfileStore
 import WireBytes
 
 // The request path both fronts share, on the worker's thread: a connection's session serves
-// its input (`LineFront`, `RESPFront`), and answers through these: the reply scratch and its
+// its input (`LineWorkerFront`, `RESPWorkerFront`), and answers through these: the reply scratch and its
 // high-water mark, replies held behind writes in flight, and writes handed to the writer.
 
 extension RequestProcessor {
@@ -16,14 +16,14 @@ extension RequestProcessor {
     /// has `room` for the read's longest reply (so answering it never spills), and less than
     /// the high-water mark is held already. The front then checks that none of those writes
     /// touches what the read reads (`writesInFlight(touch:on:)`).
-    func mayAnswerAhead(needing room: Int, on connection: Connection) -> Bool {
+    package func mayAnswerAhead(needing room: Int, on connection: Connection) -> Bool {
         reads.readsAtOnce && connection.readsInFlight == 0 && out.remaining >= room
             && connection.heldReplies.byteCount < context.configuration.outputHighWater
     }
 
     /// Holds the reply `answer` writes into the scratch (which must have room for all of it)
     /// until the writes the connection has taken so far are answered.
-    func holdReply(on connection: Connection, _ answer: () -> Void) {
+    package func holdReply(on connection: Connection, _ answer: () -> Void) {
         let start = out.count
         answer()
         connection.heldReplies.hold(UnsafeRawBufferPointer(start: out.base + start, count: out.count - start),
@@ -37,9 +37,9 @@ extension RequestProcessor {
     /// have room for it.
     /// - Throws: the store's error, or `NeedsFetch.miss` when the fetchers read this store;
     ///   `use` has not run then.
-    func readMissed<R>(_ userId: UnsafeRawBufferPointer, ticket: FillTicket,
-                       encodingAt place: (ProfileRow) -> UnsafeMutableRawPointer,
-                       _ use: (EncodedProfile?) -> R) throws -> R {
+    package func readMissed<R>(_ userId: UnsafeRawBufferPointer, ticket: FillTicket,
+                               encodingAt place: (ProfileRow) -> UnsafeMutableRawPointer,
+                               _ use: (EncodedProfile?) -> R) throws -> R {
         do {
             return try reads.lookUp(userId) { row in
                 counters.cacheMisses += 1
@@ -62,10 +62,10 @@ extension RequestProcessor {
     }
 
     /// The most bytes of a store failure's reason that its ERROR STORE line carries.
-    static let storeFailureReasonBytes = 1024
+    package static let storeFailureReasonBytes = 1024
 
     /// Whether a write in flight on the connection changes `userId` (a FLUSHALL changes every id).
-    func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
+    package func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
         for job in connection.unansweredWrites {
             for index in 0..<job.operationCount {
                 guard let written = job.userId(at: index) else { return true }
@@ -76,7 +76,7 @@ extension RequestProcessor {
     }
 
     /// Writes out the held replies whose writes are now all answered.
-    func releaseHeldReplies(_ connection: Connection) {
+    package func releaseHeldReplies(_ connection: Connection) {
         guard !connection.heldReplies.isEmpty else { return }
         connection.heldReplies.release(answeredWrites: connection.writesAnswered) { bytes in
             reserve(bytes.count, connection)
@@ -90,13 +90,13 @@ extension RequestProcessor {
 
     /// Counts a request answered in this pass, for the latency of its kind.
     @inline(__always)
-    func countPass(_ kind: RequestKind) {
+    package func countPass(_ kind: RequestKind) {
         passKindCounts[Int(kind.rawValue)] += 1
         passKindsSeen |= 1 << kind.rawValue
     }
 
     /// Queues a job for the writer at the end of the pass; its answer comes back to this worker.
-    func submit(_ job: WriteJob, _ connection: Connection) {
+    package func submit(_ job: WriteJob, _ connection: Connection) {
         jobs.append(job)
         connection.unansweredWrites.append(job)
         connection.writesTaken += 1
@@ -105,7 +105,7 @@ extension RequestProcessor {
     /// Whether the connection's unsent replies reached its high-water mark: no more is
     /// answered until the client reads.
     @inline(__always)
-    func repliesReachHighWater(_ connection: Connection) -> Bool {
+    package func repliesReachHighWater(_ connection: Connection) -> Bool {
         out.count + connection.queuedOutput >= context.configuration.outputHighWater
     }
 
@@ -113,22 +113,22 @@ extension RequestProcessor {
 
     /// Makes room for `count` more reply bytes in the scratch.
     @inline(__always)
-    func reserve(_ count: Int, _ connection: Connection) {
+    package func reserve(_ count: Int, _ connection: Connection) {
         if out.remaining < count { spill(connection) }
     }
 
     /// Where a multi-line reply began, so a store failure halfway can take it back.
-    struct Mark {
-        let count: Int
-        let queued: Int
-        init(_ processor: RequestProcessor, _ connection: Connection) {
+    package struct Mark {
+        package let count: Int
+        package let queued: Int
+        package init(_ processor: RequestProcessor, _ connection: Connection) {
             count = processor.out.count
             queued = connection.queuedOutput
         }
     }
 
     /// Drops what was written of the reply begun at the mark.
-    func takeBack(since mark: Mark, on connection: Connection) {
+    package func takeBack(since mark: Mark, on connection: Connection) {
         if connection.queuedOutput == mark.queued {
             out.count = mark.count
         } else {

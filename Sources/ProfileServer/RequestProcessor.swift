@@ -7,45 +7,45 @@ import ProfileSystem
 
 /// The request path both fronts share, for one worker: the reply scratch and its budget, the
 /// cache and the store's reads (`WorkerReads`), writes handed to the writer, reads queued for
-/// the fetchers, and the pass's counters. It names no protocol: a front (`LineFront`,
-/// `RESPFront`) decodes a request, asks this for what it needs, and encodes the answer into
+/// the fetchers, and the pass's counters. It names no protocol: a front (`LineWorkerFront`,
+/// `RESPWorkerFront`) decodes a request, asks this for what it needs, and encodes the answer into
 /// its scratch.
 ///
 /// Owned by its worker and used by that worker's thread only.
-final class RequestProcessor {
+package final class RequestProcessor {
     /// The worker's index, for its statistics and latency.
-    let index: Int
-    let context: ServerContext
-    var out: ReplyBuffer
-    var counters = RequestCounters()
+    package let index: Int
+    package let context: ServerContext
+    package var out: ReplyBuffer
+    package var counters = RequestCounters()
     /// How this worker reads what the cache misses.
-    let reads: any WorkerReads
-    var jobs: [WriteJob] = []
+    package let reads: any WorkerReads
+    package var jobs: [WriteJob] = []
     /// Reads of a shared store this pass made, for the fetchers.
-    var fetchJobs: [ReadJob] = []
-    let cache: ProfileCache
+    package var fetchJobs: [ReadJob] = []
+    package let cache: ProfileCache
     /// Where a row read from the store for the cache alone (not into a reply) is encoded for
     /// it: room for the cache's longest encoding.
-    let valueScratch: UnsafeMutableRawPointer
+    package let valueScratch: UnsafeMutableRawPointer
     /// The ids a front's look-ahead gathers over a pass's pipelined reads, so that the cache's
     /// memory misses for all of them overlap (`ProfileCache.prefetch`); reused by every pass.
-    let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
+    package let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
     /// How many ids one look-ahead gathers, and how many requests it reads at most: two
     /// pipelines of 16 GETs, or two MGETs of 16.
-    static let lookaheadSlots = 32
+    package static let lookaheadSlots = 32
     /// When the current pass over a connection began, and how many requests of each kind it
     /// answered: the pass's duration is each one's latency (bytes read to reply handed over).
     private(set) var passStart = 0
     /// Whether the cache may answer during the current pass: a shared store's lease, asked once
     /// per pass (`beginPass`); a store of this server's own always lets it.
-    private(set) var cacheVouched = true
-    var passKindCounts = [Int](repeating: 0, count: RequestKind.allCases.count)
+    package private(set) var cacheVouched = true
+    package var passKindCounts = [Int](repeating: 0, count: RequestKind.allCases.count)
     /// Bit n set: `passKindCounts[n]` is not zero (so a pass visits only the kinds it served).
-    var passKindsSeen: UInt32 = 0
+    package var passKindsSeen: UInt32 = 0
     /// Requests answered since the start, for `LoopSampler`.
-    var requestsAnswered = 0
+    package var requestsAnswered = 0
 
-    init(index: Int, context: ServerContext, reads: any WorkerReads) {
+    package init(index: Int, context: ServerContext, reads: any WorkerReads) {
         self.index = index
         self.context = context
         self.reads = reads
@@ -63,12 +63,12 @@ final class RequestProcessor {
 
     /// Starts a pass at `now`: the one place the request path asks whether the cache may
     /// answer (a shared store's lease), for the whole pass.
-    func beginPass(at now: Int) {
+    package func beginPass(at now: Int) {
         passStart = now
         cacheVouched = reads.cacheMayAnswer(at: now)
     }
 
-    func recordPassLatency() {
+    package func recordPassLatency() {
         let elapsed = monotonicNanos() - passStart
         let latency = context.latency[index]
         while passKindsSeen != 0 {
@@ -82,7 +82,7 @@ final class RequestProcessor {
 
     /// Moves the replies built so far into the connection's queue to make room. Nothing leaves
     /// the queue while a request is served, so its reply can still be taken back (`failStore`).
-    func spill(_ connection: Connection) {
+    package func spill(_ connection: Connection) {
         evbuffer_add(connection.output, out.base, out.count)
         out.count = 0
     }

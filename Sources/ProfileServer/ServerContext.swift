@@ -6,31 +6,31 @@ import Synchronization
 ///
 /// Immutable after start (its members are themselves thread-safe): any thread may use it.
 package final class ServerContext: Sendable {
-    let configuration: ServerConfiguration
-    let cache: ProfileCache
+    package let configuration: ServerConfiguration
+    package let cache: ProfileCache
     /// How the cache keeps a profile, for every row the core puts in it.
-    let cacheEncoding: any CachedProfileEncoding
-    let store: any ProfileStore
+    package let cacheEncoding: any CachedProfileEncoding
+    package let store: any ProfileStore
     /// The first writer's write path: the store's row count, health and write-path counters,
     /// which are the store's, whichever path reports them.
-    let writePath: any ProfileWritePath
+    package let writePath: any ProfileWritePath
     /// One for a store of this server's own; several over a shared store. A connection's
     /// writes all go to one of them (`writer(for:)`), so they commit in the order sent.
     let writers: [WriteCoordinator]
     /// How the store is read where the cache cannot answer, and followed.
-    let reads: any StoreReads
-    let tokens: TokenRegistry
-    let statistics: ServerStatistics
+    package let reads: any StoreReads
+    package let tokens: TokenRegistry
+    package let statistics: ServerStatistics
     /// One per worker, in worker order; STATS sums them.
-    let workerStatistics: [WorkerStatistics]
+    package let workerStatistics: [WorkerStatistics]
     /// One per worker, in worker order; /metrics sums them.
     let latency: [LatencyHistograms]
     /// How busy each worker's loop is, for moving connections between them.
     let loops: LoopLoads
     /// The fronts the executable registered, by front index (`Connection.frontIndex`).
-    let fronts: [any Front]
+    package let fronts: [any Front]
     /// Who hears of every change: the fronts' change feeds.
-    let changes: any ChangeFeed
+    package let changes: any ChangeFeed
 
     init(configuration: ServerConfiguration, cache: ProfileCache, cacheEncoding: any CachedProfileEncoding, store: any ProfileStore,
          writers: [WriteCoordinator], reads: any StoreReads, fronts: [any Front], changes: any ChangeFeed, tokens: TokenRegistry,
@@ -56,7 +56,7 @@ package final class ServerContext: Sendable {
 extension ServerContext {
     /// Why the store refuses writes now, as any of the writers' paths found (each writer over a
     /// shared store commits on a connection of its own); nil when it takes them.
-    var writeRefusal: WriteRefusal? {
+    package var writeRefusal: WriteRefusal? {
         for writer in writers {
             if let refusal = writer.writePath.writeRefusal { return refusal }
         }
@@ -69,27 +69,27 @@ extension ServerContext {
     }
 
     /// Requests answered on either front since the start: INFO's `total_commands_processed`.
-    var commandsProcessed: Int {
+    package var commandsProcessed: Int {
         latency.reduce(0) { $0 + $1.totalCount }
     }
 }
 
 /// STATS at one moment: what the STATS command prints and /metrics exposes, by the same names.
-struct StatisticsSnapshot {
+package struct StatisticsSnapshot {
     /// `sqlite` or `postgres`: /metrics gives it as a label.
-    var storeKind: StaticString
+    package var storeKind: StaticString
     /// Whether other servers share the store: a node's STATS names its kind.
-    var storeIsShared: Bool
-    var values: [(name: StaticString, value: Int)]
+    package var storeIsShared: Bool
+    package var values: [(name: StaticString, value: Int)]
     /// A shared store's invalidation lag (empty for a store of the server's own).
-    var shared: SharedStoreStatistics
+    package var shared: SharedStoreStatistics
 }
 
 extension ServerContext {
     /// Sums every worker's published counters with the server-wide ones. Any thread; runs no
     /// SQL and takes no lock the request path holds for long (the cache's statistics lock each
     /// shard briefly, one at a time, and the store's its write buffer).
-    func snapshot() -> StatisticsSnapshot {
+    package func snapshot() -> StatisticsSnapshot {
         var lookups = 0, hits = 0, misses = 0, cacheHits = 0, cacheMisses = 0, errors = 0, leaseExpired = 0
         for worker in workerStatistics {
             leaseExpired += worker.leaseExpiredReads.load(ordering: .relaxed)

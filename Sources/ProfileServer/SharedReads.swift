@@ -8,7 +8,7 @@ import ProfileStore
 // answered when it comes back, in request order.
 
 /// Why a lookup cannot be answered on the event loop.
-enum NeedsFetch: Error {
+package enum NeedsFetch: Error {
     /// The cache does not hold the id.
     case miss
     /// The lease ran out: the cache may be missing invalidations, so it cannot answer.
@@ -17,7 +17,7 @@ enum NeedsFetch: Error {
 
 extension RequestProcessor {
     /// The cache's ticket for filling `userId` in, when it does not hold it and may be filled.
-    func fillTicket(_ userId: UnsafeRawBufferPointer) -> FillTicket? {
+    package func fillTicket(_ userId: UnsafeRawBufferPointer) -> FillTicket? {
         guard cacheVouched else { return nil }
         return context.cache.lookup(userId) { outcome in
             if case .miss(let ticket) = outcome { return ticket }
@@ -26,9 +26,9 @@ extension RequestProcessor {
     }
 
     /// Queues a read for the fetchers at the end of the pass; its answer comes back to this worker.
-    func submitFetch(_ read: ReadJob.Read, answer: any ReadAnswer, kind: RequestKind?, arguments count: Int,
-                     argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?],
-                     _ connection: Connection) {
+    package func submitFetch(_ read: ReadJob.Read, answer: any ReadAnswer, kind: RequestKind?, arguments count: Int,
+                             argument: (Int) -> UnsafeRawBufferPointer, lookups: [Int], keyPrefix: Int, tickets: [FillTicket?],
+                             _ connection: Connection) {
         queueFetch(ReadJob(connection: connection, read: read, answer: answer, kind: kind, arguments: count,
                            argument: argument, lookups: lookups, keyPrefix: keyPrefix, tickets: tickets), connection)
     }
@@ -40,8 +40,8 @@ extension RequestProcessor {
 
     /// COUNT, RECENT and the SCANs of either front: read at once where this worker reads the
     /// store itself, or queued for the fetchers; answered by `answerFetched` either way.
-    func readListing(_ read: ReadJob.Read, answer: any ReadAnswer, kind: RequestKind, arguments count: Int,
-                     argument: (Int) -> UnsafeRawBufferPointer, _ connection: Connection) {
+    package func readListing(_ read: ReadJob.Read, answer: any ReadAnswer, kind: RequestKind, arguments count: Int,
+                             argument: (Int) -> UnsafeRawBufferPointer, _ connection: Connection) {
         let job = ReadJob(connection: connection, read: read, answer: answer, kind: kind, arguments: count, argument: argument,
                           lookups: [], keyPrefix: 0, tickets: [])
         if reads.readListing(into: job) {
@@ -54,7 +54,7 @@ extension RequestProcessor {
     /// Answers a read the fetchers (or, for a listing, this worker) made: fills the cache with
     /// what it found (where the cache may take it) and writes the reply as the request's front
     /// words it.
-    func answerFetched(_ job: ReadJob) {
+    package func answerFetched(_ job: ReadJob) {
         if job.failure == nil { fillCache(from: job) }
         job.answer.write(job, through: job.worker.fronts[job.connection.frontIndex])
     }

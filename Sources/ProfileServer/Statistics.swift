@@ -6,30 +6,30 @@ import Synchronization
 /// Plain integers, touched only by the owning worker; `WorkerStatistics.publish` copies them
 /// into atomics once per wake-up so that STATS on any thread can read them without a lock
 /// and without a read-modify-write on the request path.
-struct RequestCounters {
-    var getLookups = 0
-    var getHits = 0
-    var getMisses = 0
-    var cacheHits = 0
-    var cacheMisses = 0
-    var errors = 0
+package struct RequestCounters {
+    package var getLookups = 0
+    package var getHits = 0
+    package var getMisses = 0
+    package var cacheHits = 0
+    package var cacheMisses = 0
+    package var errors = 0
     /// Lookups of a shared store that bypassed the cache because its lease had run out.
-    var leaseExpiredReads = 0
+    package var leaseExpiredReads = 0
 }
 
 /// Published copies of one worker's counters.
 ///
 /// Written by the owning worker only; read by any thread.
-final class WorkerStatistics: Sendable {
-    let getLookups = Atomic<Int>(0)
-    let getHits = Atomic<Int>(0)
-    let getMisses = Atomic<Int>(0)
-    let cacheHits = Atomic<Int>(0)
-    let cacheMisses = Atomic<Int>(0)
-    let errors = Atomic<Int>(0)
-    let leaseExpiredReads = Atomic<Int>(0)
+package final class WorkerStatistics: Sendable {
+    package let getLookups = Atomic<Int>(0)
+    package let getHits = Atomic<Int>(0)
+    package let getMisses = Atomic<Int>(0)
+    package let cacheHits = Atomic<Int>(0)
+    package let cacheMisses = Atomic<Int>(0)
+    package let errors = Atomic<Int>(0)
+    package let leaseExpiredReads = Atomic<Int>(0)
 
-    func publish(_ c: RequestCounters) {
+    package func publish(_ c: RequestCounters) {
         getLookups.store(c.getLookups, ordering: .relaxed)
         getHits.store(c.getHits, ordering: .relaxed)
         getMisses.store(c.getMisses, ordering: .relaxed)
@@ -43,37 +43,37 @@ final class WorkerStatistics: Sendable {
 /// Server-wide counters touched off the request path (accept, close, commit).
 ///
 /// Thread-safe: any thread may update or read them.
-final class ServerStatistics: Sendable {
-    let startTime: timespec
-    let currentConnections = Atomic<Int>(0)
-    let totalConnections = Atomic<Int>(0)
-    let profilesWritten = Atomic<Int>(0)
-    let profilesDeleted = Atomic<Int>(0)
-    let refusedErrors = Atomic<Int>(0)
+package final class ServerStatistics: Sendable {
+    package let startTime: timespec
+    package let currentConnections = Atomic<Int>(0)
+    package let totalConnections = Atomic<Int>(0)
+    package let profilesWritten = Atomic<Int>(0)
+    package let profilesDeleted = Atomic<Int>(0)
+    package let refusedErrors = Atomic<Int>(0)
     /// What every client connection holds (received input not yet handled, unsent replies,
     /// replies held for order, queued transactions), as each connection last accounted it.
-    let clientMemoryBytes = Atomic<Int>(0)
+    package let clientMemoryBytes = Atomic<Int>(0)
     /// About the most `clientMemoryBytes` reached since the freed memory was last given back to
     /// the system (workers raise it as they account; the acceptor lowers it when it trims).
-    let clientMemoryPeak = Atomic<Int>(0)
+    package let clientMemoryPeak = Atomic<Int>(0)
     /// Connections closed because the clients' memory went past `--max-client-memory`.
-    let clientEvictions = Atomic<Int>(0)
+    package let clientEvictions = Atomic<Int>(0)
     /// TLS handshakes completed, failed (refused certificates, versions, plain bytes) and
     /// cut off at `--tls-handshake-timeout`.
-    let tlsHandshakes = Atomic<Int>(0)
-    let tlsHandshakeFailures = Atomic<Int>(0)
-    let tlsHandshakeTimeouts = Atomic<Int>(0)
+    package let tlsHandshakes = Atomic<Int>(0)
+    package let tlsHandshakeFailures = Atomic<Int>(0)
+    package let tlsHandshakeTimeouts = Atomic<Int>(0)
     /// SIGHUP reloads of the TLS files that failed, and whether the last one did (1) or not (0).
-    let tlsReloadFailures = Atomic<Int>(0)
-    let tlsReloadFailed = Atomic<Int>(0)
+    package let tlsReloadFailures = Atomic<Int>(0)
+    package let tlsReloadFailed = Atomic<Int>(0)
 
-    init() {
+    package init() {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         startTime = now
     }
 
-    var uptimeSeconds: Int {
+    package var uptimeSeconds: Int {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return max(0, now.tv_sec - startTime.tv_sec)

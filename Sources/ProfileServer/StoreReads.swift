@@ -13,7 +13,7 @@ import ProfileSystem
 ///
 /// Threading: made, started and stopped on the main thread (`Server`); `workerReads` there
 /// too, before the workers start; `sharedStatistics` from any thread.
-protocol StoreReads: AnyObject, Sendable {
+package protocol StoreReads: AnyObject, Sendable {
     /// Worker `index`'s side; asked once per worker.
     func workerReads(_ index: Int) -> any WorkerReads
     /// Starts what reads and follows the store beside the workers.
@@ -32,7 +32,7 @@ protocol StoreReads: AnyObject, Sendable {
 /// One worker's reads of what its cache missed.
 ///
 /// Threading: the worker's thread.
-protocol WorkerReads: AnyObject {
+package protocol WorkerReads: AnyObject {
     /// Whether a read the cache cannot answer is answered at once, on this worker's loop;
     /// otherwise it goes to the fetchers and is answered later. Answering a read ahead of the
     /// connection's writes, and a SCAN inside MULTI (EXEC answers at once), need the former.
@@ -56,28 +56,28 @@ protocol WorkerReads: AnyObject {
 }
 
 /// A store of this server's own: every worker reads it on its loop, with a reader of its own.
-final class WorkersReadTheStore: StoreReads, @unchecked Sendable {
+package final class WorkersReadTheStore: StoreReads, @unchecked Sendable {
     /// Each worker's reader until the worker takes it.
     private var readers: [(any ProfileReader)?]
     private let writePath: any ProfileWritePath
 
     /// Opens every worker's reader now, so that a store that cannot be read fails the start.
-    init(workers: Int, makeReader: () throws -> any ProfileReader, writePath: any ProfileWritePath) throws {
+    package init(workers: Int, makeReader: () throws -> any ProfileReader, writePath: any ProfileWritePath) throws {
         readers = try (0..<workers).map { _ in try makeReader() }
         self.writePath = writePath
     }
 
-    func workerReads(_ index: Int) -> any WorkerReads {
+    package func workerReads(_ index: Int) -> any WorkerReads {
         defer { readers[index] = nil }
         return OwnReader(readers[index]!, writePath: writePath)
     }
 
     // Nothing runs beside the workers, and every change is this server's own.
-    func start(cache: ProfileCache, changes: any ChangeFeed) {}
-    func stopReading() {}
-    func stopFollowing() {}
-    var sharedStatistics: SharedStoreStatistics { SharedStoreStatistics() }
-    var isShared: Bool { false }
+    package func start(cache: ProfileCache, changes: any ChangeFeed) {}
+    package func stopReading() {}
+    package func stopFollowing() {}
+    package var sharedStatistics: SharedStoreStatistics { SharedStoreStatistics() }
+    package var isShared: Bool { false }
 
     /// A worker's reader: cache misses in one pass share one read transaction (the reader
     /// renews it when the store's table moved on meanwhile).
@@ -133,7 +133,7 @@ final class WorkersReadTheStore: StoreReads, @unchecked Sendable {
 /// A store several servers share: fetcher threads make its reads, since each is a round trip
 /// no event loop may wait for; its notifications of changes made anywhere clear the cache and
 /// reach tracking clients; the cache answers only while the store's lease vouches for it.
-final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
+package final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
     private let store: any SharedProfileStore
     private let fetcher = FetchCoordinator()
     /// The fetcher threads' readers, until `start` hands each to its thread.
@@ -142,15 +142,15 @@ final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
     /// Tells tracking clients to drop everything while the lease is out.
     private var leaseWatch: (LeaseWatch, pthread_t)?
 
-    init(store: any SharedProfileStore, readers: [any SharedProfileReader]) {
+    package init(store: any SharedProfileStore, readers: [any SharedProfileReader]) {
         precondition(!readers.isEmpty, "a shared store is read by fetchers")
         self.store = store
         self.readers = readers
     }
 
-    func workerReads(_ index: Int) -> any WorkerReads { Fetched(store: store, fetcher: fetcher) }
+    package func workerReads(_ index: Int) -> any WorkerReads { Fetched(store: store, fetcher: fetcher) }
 
-    func start(cache: ProfileCache, changes: any ChangeFeed) {
+    package func start(cache: ProfileCache, changes: any ChangeFeed) {
         let fetcher = self.fetcher
         for (index, reader) in readers.enumerated() {
             nonisolated(unsafe) let reader = reader
@@ -177,13 +177,13 @@ final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
         leaseWatch = (watch, startThread("lease-watch") { watch.run() })
     }
 
-    func stopReading() {
+    package func stopReading() {
         fetcher.stop()
         for thread in fetcherThreads { pthread_join(thread, nil) }
         fetcherThreads.removeAll()
     }
 
-    func stopFollowing() {
+    package func stopFollowing() {
         if let (watch, thread) = leaseWatch {
             watch.stop()
             pthread_join(thread, nil)
@@ -192,8 +192,8 @@ final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
         store.stopFollowing()
     }
 
-    var sharedStatistics: SharedStoreStatistics { store.sharedStatistics }
-    var isShared: Bool { true }
+    package var sharedStatistics: SharedStoreStatistics { store.sharedStatistics }
+    package var isShared: Bool { true }
 
     /// A worker's side: misses and listings go to the fetchers at the end of the pass.
     private final class Fetched: WorkerReads {

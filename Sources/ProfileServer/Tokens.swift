@@ -17,13 +17,13 @@ public struct TokensFileError: Error, CustomStringConvertible, Sendable {
 ///
 /// Immutable once parsed: any thread may use it.
 public struct TokenTable: Sendable {
-    struct Entry: Sendable {
-        var token: [UInt8]
-        var role: Role
+    package struct Entry: Sendable {
+        package var token: [UInt8]
+        package var role: Role
     }
-    let entries: [Entry]
+    package let entries: [Entry]
     /// Roles of TLS clients by the common name of their verified certificate's subject.
-    let certificateRoles: [String: Role]
+    package let certificateRoles: [String: Role]
 
     public var count: Int { entries.count + certificateRoles.count }
 
@@ -39,7 +39,7 @@ public struct TokenTable: Sendable {
         return try parse(bytes, path: path)
     }
 
-    static func parse(_ bytes: [UInt8], path: String) throws(TokensFileError) -> TokenTable {
+    package static func parse(_ bytes: [UInt8], path: String) throws(TokensFileError) -> TokenTable {
         var entries: [Entry] = []
         var certificateRoles: [String: Role] = [:]
         var lineNumber = 0
@@ -78,7 +78,7 @@ public struct TokenTable: Sendable {
     }
 
     /// The role of `token`, comparing every entry in time that does not depend on where bytes differ.
-    func role(of token: UnsafeRawBufferPointer) -> Role? {
+    package func role(of token: UnsafeRawBufferPointer) -> Role? {
         var found: Role? = nil
         for entry in entries {
             guard entry.token.count == token.count else { continue }
@@ -105,18 +105,18 @@ public final class TokenRegistry: Sendable {
 
     public func replace(with table: TokenTable) { current.withLock { $0 = table } }
 
-    func role(of token: UnsafeRawBufferPointer) -> Role? {
+    package func role(of token: UnsafeRawBufferPointer) -> Role? {
         current.withLock { $0?.role(of: token) }
     }
 
     /// The role the tokens file gives a TLS client whose verified certificate has this common name.
-    func role(ofCertificateName name: String) -> Role? {
+    package func role(ofCertificateName name: String) -> Role? {
         current.withLock { $0?.certificateRoles[name] }
     }
 }
 
 /// Reads a whole file; nil with errno set when it cannot.
-func readWholeFile(_ path: String) -> [UInt8]? {
+package func readWholeFile(_ path: String) -> [UInt8]? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     defer { close(fd) }

@@ -7,7 +7,7 @@ import ProfileSystem
 import ProfileTLS
 
 /// What other threads tell a worker, through its inbox and doorbell.
-enum WorkerMessage: @unchecked Sendable {
+package enum WorkerMessage: @unchecked Sendable {
     /// The acceptor hands over a new connection of a front (its index in `ServerFronts.all`),
     /// with its TLS session on a TLS listener; RESP's `CLIENT ID` is `sessionId`.
     case accepted(fd: Int32, frontIndex: Int, tls: TLSSession?, sessionId: Int)
@@ -30,8 +30,8 @@ enum WorkerMessage: @unchecked Sendable {
 ///
 /// Everything here runs on the worker's thread except `post`, which any thread may call.
 package final class Worker: @unchecked Sendable {
-    let index: Int
-    let context: ServerContext
+    package let index: Int
+    package let context: ServerContext
     let base: OpaquePointer
     private let doorbell: Int32
     private var doorbellEvent: OpaquePointer?
@@ -57,10 +57,10 @@ package final class Worker: @unchecked Sendable {
 
     // Request-path state, touched by this thread only.
     /// The request path every front shares.
-    let processor: RequestProcessor
+    package let processor: RequestProcessor
     /// Each front's part of this worker, by front index (`Connection.frontIndex`); set once,
     /// at the end of `init`.
-    private(set) var fronts: [any WorkerFront] = []
+    package private(set) var fronts: [any WorkerFront] = []
     /// Where a connection with nothing pending reads into: its requests are served from
     /// here, and only what is left of them is copied to the connection.
     let readBuffer: UnsafeMutableRawPointer
@@ -101,7 +101,7 @@ package final class Worker: @unchecked Sendable {
     }
 
     /// Queues a message and rings the doorbell. Any thread.
-    func post(_ message: WorkerMessage) {
+    package func post(_ message: WorkerMessage) {
         _ = enqueue(message, refusingOnceClosed: false)
     }
 
@@ -391,7 +391,7 @@ package final class Worker: @unchecked Sendable {
         guard connection.phase == .serving else { return }
         if connection.handshaking { return continueHandshake(connection) }
         processor.beginPass(at: monotonicNanos())
-        if connection.pending.isEmpty && connection.unfinishedLookups == nil {
+        if connection.pending.isEmpty && connection.unfinishedReply == nil {
             guard !connection.peerClosed else { return finishPass(connection) }
             // Never more than the front's input limit: what is left unhandled must fit the connection.
             let n = receive(connection, readBuffer, min(readBufferBytes, connection.pending.limit))
@@ -406,7 +406,7 @@ package final class Worker: @unchecked Sendable {
         } else {
             // Never more than the front's input limit buffered: a request longer than that is
             // refused, not stored.
-            if !connection.peerClosed && connection.jobsInFlight == 0 && connection.unfinishedLookups == nil {
+            if !connection.peerClosed && connection.jobsInFlight == 0 && connection.unfinishedReply == nil {
                 let room = connection.pending.room()
                 if room.count > 0 {
                     let n = receive(connection, room.baseAddress!, room.count)
@@ -484,7 +484,7 @@ package final class Worker: @unchecked Sendable {
             return readable(connection)
         }
         // Room again: take up the MGET and the input that backpressure left waiting.
-        if connection.phase == .serving && (connection.unfinishedLookups != nil || !connection.pending.isEmpty) {
+        if connection.phase == .serving && (connection.unfinishedReply != nil || !connection.pending.isEmpty) {
             processor.beginPass(at: monotonicNanos())
             handlePending(connection)
         }
@@ -508,7 +508,7 @@ package final class Worker: @unchecked Sendable {
 
     /// Ends a pass over a connection: hand writes to the writer, publish counters, send
     /// replies, and decide what to wait for next.
-    func finishPass(_ connection: Connection) {
+    package func finishPass(_ connection: Connection) {
         processor.reads.endPass()
         if !processor.jobs.isEmpty {
             let answered = context.writer(for: connection).submit(processor.jobs, from: self)

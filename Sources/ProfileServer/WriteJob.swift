@@ -5,11 +5,11 @@ import ProfileStore
 /// argument stops, counted from the first argument byte), then the arguments back to back.
 ///
 /// Owned by one job or one queued transaction; views into it stay valid as long as it lives.
-struct ArgumentStore: ~Copyable {
+package struct ArgumentStore: ~Copyable {
     private let storage: UnsafeMutableRawBufferPointer
-    let count: Int
+    package let count: Int
 
-    init(count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
+    package init(count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
         self.count = count
         let header = count * MemoryLayout<UInt32>.size
         var total = 0
@@ -29,7 +29,7 @@ struct ArgumentStore: ~Copyable {
     deinit { storage.deallocate() }
 
     /// Argument `i` as raw bytes.
-    func argument(_ i: Int) -> UnsafeRawBufferPointer {
+    package func argument(_ i: Int) -> UnsafeRawBufferPointer {
         let header = count * MemoryLayout<UInt32>.size
         let start = i == 0 ? 0 : Int(storage.load(fromByteOffset: (i - 1) * MemoryLayout<UInt32>.size, as: UInt32.self))
         let end = Int(storage.load(fromByteOffset: i * MemoryLayout<UInt32>.size, as: UInt32.self))
@@ -55,42 +55,42 @@ package protocol WriteAnswer {
 /// touches it only while the other cannot (the queue hand-offs order the accesses).
 package final class WriteJob: WriteUnit, @unchecked Sendable {
     /// What the commit did to one operation.
-    struct Result {
-        var before: ProfileState
-        var after: ProfileState
+    package struct Result {
+        package var before: ProfileState
+        package var after: ProfileState
         /// For a read: where its values were copied in `readValues`.
-        var name: Range<Int> = 0..<0
-        var portraitUri: Range<Int> = 0..<0
+        package var name: Range<Int> = 0..<0
+        package var portraitUri: Range<Int> = 0..<0
     }
 
-    let connection: Connection
+    package let connection: Connection
     /// The worker that took the request, which gets the answer: the writer reads nothing of
     /// the connection, whose `worker` changes when it moves (it never moves with writes in flight).
-    unowned let worker: Worker
+    package unowned let worker: Worker
     private let arguments: ArgumentStore
     /// The store operations, their values named by argument index.
     private let operations: SmallList<JobOperation>
     /// Bytes before each id in its argument (a RESP key's prefix).
     private let keyPrefix: Int
     /// How the front words the answer.
-    let answer: any WriteAnswer
+    package let answer: any WriteAnswer
     /// The kind of request whose latency the answer ends.
-    let kind: RequestKind
+    package let kind: RequestKind
     /// Who made the change, for the change feed (`ChangeFeed.changed`): the RESP
     /// connection's `CLIENT ID`, for CLIENT TRACKING's NOLOOP and for its own invalidations to
     /// go before the answer; 0 for a connection no feed tells apart.
-    let changeOrigin: Int
+    package let changeOrigin: Int
     /// What the commit did, by operation; empty until it committed.
-    private(set) var results = SmallList<Result>()
+    package private(set) var results = SmallList<Result>()
     /// The values the unit's reads found, copied while the commit's views were valid.
     private var readValues: [UInt8] = []
     /// Set when the commit failed: the reason for the client, naming no file.
-    var failure: String?
+    package var failure: String?
     /// When the worker took the request, for its latency.
-    let startNanos: Int
+    package let startNanos: Int
 
-    init(connection: Connection, operations: SmallList<JobOperation>, keyPrefix: Int = 0, answer: any WriteAnswer, kind: RequestKind,
-         changeOrigin: Int = 0, arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
+    package init(connection: Connection, operations: SmallList<JobOperation>, keyPrefix: Int = 0, answer: any WriteAnswer, kind: RequestKind,
+                 changeOrigin: Int = 0, arguments count: Int, argument: (Int) -> UnsafeRawBufferPointer) {
         self.connection = connection
         self.changeOrigin = changeOrigin
         worker = connection.worker
@@ -103,7 +103,7 @@ package final class WriteJob: WriteUnit, @unchecked Sendable {
     }
 
     /// Argument `i` as raw bytes, valid while the job lives.
-    func argument(_ i: Int) -> UnsafeRawBufferPointer { arguments.argument(i) }
+    package func argument(_ i: Int) -> UnsafeRawBufferPointer { arguments.argument(i) }
 
     // MARK: WriteUnit
 
@@ -116,19 +116,19 @@ package final class WriteJob: WriteUnit, @unchecked Sendable {
 
     /// Operation `index`'s id, without making the store's operation; nil for a removal of
     /// every profile.
-    func userId(at index: Int) -> UnsafeRawBufferPointer? {
+    package func userId(at index: Int) -> UnsafeRawBufferPointer? {
         if removesAll(at: index) { return nil }
         return UnsafeRawBufferPointer(rebasing: arguments.argument(operations[index].userId)[keyPrefix...])
     }
 
     /// Whether operation `index` removes every profile.
-    func removesAll(at index: Int) -> Bool {
+    package func removesAll(at index: Int) -> Bool {
         if case .removeAll = operations[index].kind { return true }
         return false
     }
 
     /// Takes in what the commit did, on the writer's thread, while the outcomes are valid.
-    func record(_ outcomes: WriteOutcomes) {
+    package func record(_ outcomes: WriteOutcomes) {
         for index in 0..<operations.count {
             var result = Result(before: outcomes.before(index), after: .absent)
             if let row = outcomes.after(index) {
@@ -145,7 +145,7 @@ package final class WriteJob: WriteUnit, @unchecked Sendable {
     }
 
     /// A read's values, as the commit found them; nil when there was no profile.
-    func values(ofRead index: Int) -> ProfileValues? {
+    package func values(ofRead index: Int) -> ProfileValues? {
         let result = results[index]
         guard result.before.exists else { return nil }
         return readValues.withUnsafeBytes { bytes in
@@ -158,8 +158,8 @@ package final class WriteJob: WriteUnit, @unchecked Sendable {
 /// One operation of a job, its values named by argument index.
 ///
 /// A plain value; travels with its job.
-struct JobOperation {
-    enum Field {
+package struct JobOperation {
+    package enum Field {
         case keep
         case set(Int)
         case setIfEmpty(Int)
@@ -167,7 +167,7 @@ struct JobOperation {
         case clear
     }
 
-    enum Kind {
+    package enum Kind {
         case put
         case patch(createsMissing: Bool, removesEmptied: Bool)
         case remove
@@ -175,16 +175,23 @@ struct JobOperation {
         case removeAll
     }
 
-    var kind: Kind
+    package var kind: Kind
     /// The id's argument; ignored for `.removeAll`.
-    var userId: Int
+    package var userId: Int
     /// For `.put`, `.set` of each field; for `.patch`, the edits.
-    var name = Field.keep
-    var portraitUri = Field.keep
+    package var name = Field.keep
+    package var portraitUri = Field.keep
+
+    package init(kind: Kind, userId: Int, name: Field = .keep, portraitUri: Field = .keep) {
+        self.kind = kind
+        self.userId = userId
+        self.name = name
+        self.portraitUri = portraitUri
+    }
 
     /// The store's operation, with views from `argument`. `userId` arguments of the RESP front
     /// hold the whole key; `keyPrefix` bytes of it are skipped.
-    func writeOperation(_ argument: (Int) -> UnsafeRawBufferPointer, keyPrefix: Int) -> WriteOperation {
+    package func writeOperation(_ argument: (Int) -> UnsafeRawBufferPointer, keyPrefix: Int) -> WriteOperation {
         if case .removeAll = kind { return .removeAll }
         let id = UnsafeRawBufferPointer(rebasing: argument(userId)[keyPrefix...])
         func edit(_ field: Field) -> FieldEdit {
@@ -215,23 +222,23 @@ struct JobOperation {
 /// lists cost no allocation.
 ///
 /// A plain value; used by the threads its owner is handed between.
-struct SmallList<Element> {
+package struct SmallList<Element> {
     private var first: Element?
     private var rest: [Element] = []
 
-    init() {}
+    package init() {}
 
-    init(_ elements: some Sequence<Element>) {
+    package init(_ elements: some Sequence<Element>) {
         for element in elements { append(element) }
     }
 
-    var count: Int { first == nil ? 0 : 1 + rest.count }
+    package var count: Int { first == nil ? 0 : 1 + rest.count }
 
-    subscript(index: Int) -> Element {
+    package subscript(index: Int) -> Element {
         index == 0 ? first! : rest[index - 1]
     }
 
-    mutating func append(_ element: Element) {
+    package mutating func append(_ element: Element) {
         if first == nil { first = element } else { rest.append(element) }
     }
 }

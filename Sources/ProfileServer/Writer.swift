@@ -243,6 +243,6 @@ final class WriteCoordinator: @unchecked Sendable {
 }
 
 /// Makes an error text safe to put on one protocol line.
-func oneLine(_ text: String) -> String {
+package func oneLine(_ text: String) -> String {
     String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : Character($0) })
 }

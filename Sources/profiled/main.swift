@@ -1,5 +1,7 @@
 import Glibc
+import LineFront
 import ProfileServer
+import RESPFront
 import ProfileStorePostgres
 
 func fail(_ line: String, code: Int32) -> Never {
@@ -32,7 +34,13 @@ case .run(let configuration, let store, let logLevel):
     let server: Server
     do {
         // A closure, not `store.open`: a partial application allocates a context that `exit` leaves behind.
-        server = try Server(configuration: configuration, fronts: .standard(configuration), openStore: { try store.open() })
+        // The line protocol and RESP; the cache keeps VALUE lines, as most lookups are the line
+        // protocol's GETs, which then copy them whole.
+        let fronts = ServerFronts(line: LineProtocolFront(maxLine: configuration.maxLine),
+                                  resp: RESPProtocolFront(keyPrefix: configuration.respKeyPrefix,
+                                                          trackingTableMaxKeys: configuration.trackingTableMaxKeys),
+                                  cacheEncoding: LineCacheEncoding())
+        server = try Server(configuration: configuration, fronts: fronts, openStore: { try store.open() })
     } catch {
         Log.error("cannot start", ["error": error.description])
         exit(1)

@@ -1,7 +1,9 @@
 import Glibc
+import LineFront
 import ProfileCache
 import ProfileClient
 @testable import ProfileServer
+import RESPFront
 import ProfileStore
 import ProfileStoreSQLite
 import ProfileSystem
@@ -44,8 +46,12 @@ final class InProcessServer {
         var configuration = ServerConfiguration()
         configuration.loopPolicy = loopPolicy
         configuration.respKeyPrefix = Array(respKeyPrefix.utf8)
-        let fronts = ServerFronts.standard(configuration)
-        let changes = ChangeFeeds(fronts.all.compactMap(\.changeFeed))
+        // Registered as the executable registers them.
+        let fronts = ServerFronts(line: LineProtocolFront(maxLine: configuration.maxLine),
+                                  resp: RESPProtocolFront(keyPrefix: configuration.respKeyPrefix,
+                                                          trackingTableMaxKeys: configuration.trackingTableMaxKeys),
+                                  cacheEncoding: LineCacheEncoding())
+        let changes = ChangeFeeds(fronts.all.compactMap { $0.changeFeed })
         let writer = WriteCoordinator(cache: cache, encoding: fronts.cacheEncoding, statistics: statistics, writePath: writePath,
                                       changes: changes)
         let store = self.store

@@ -1,4 +1,4 @@
-@testable import ProfileServer
+@testable import RESPFront
 import Testing
 
 /// SCAN's cursors stay exact as IEEE doubles, as clients that keep them as JavaScript numbers

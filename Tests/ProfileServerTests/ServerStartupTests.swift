@@ -1,6 +1,8 @@
 import ProfileTestSupport
 import Glibc
 import ProfileClient
+import ProfileProtocol
+import ProfileServer
 import Testing
 
 /// Flags, the default store location, and refusing files that are not ours.
@@ -27,6 +29,11 @@ import Testing
             #expect(status == 64, "\(args)")
             #expect(output.split(separator: "\n").count == 1, "\(args): \(output)")
         }
+    }
+
+    /// The server's default `--max-line`, which sizes its reads, is the line codec's.
+    @Test func theDefaultLongestLineIsTheLineCodecs() {
+        #expect(ServerConfiguration().maxLine == Limits.defaultMaxLine)
     }
 
     @Test func helpAndVersion() throws {

@@ -1,7 +1,7 @@
+import ProfileServer
 import Glibc
 import ProfileCache
 import ProfileModel
-import ProfileProtocol
 import ProfileStore
 import RESPProtocol
 import WireBytes
@@ -15,7 +15,7 @@ import WireBytes
 /// answers them through the worker's request path, in RESP.
 ///
 /// Owned by its worker and used by that worker's thread only.
-final class RESPFront: WorkerFront {
+final class RESPWorkerFront: WorkerFront {
     /// The worker's, a `let` so that the request path reaches it without reference counting.
     let processor: RequestProcessor
     /// What every worker's RESP front shares: the keyspace, SCAN's cursors, client tracking.
@@ -40,7 +40,7 @@ final class RESPFront: WorkerFront {
         decoder = RESPDecoder(limits: shared.limits)
         keyspace = shared.keyspace
         cache = processor.cache
-        fieldScratch = .allocate(byteCount: Limits.name + Limits.portraitUri, alignment: 16)
+        fieldScratch = .allocate(byteCount: ProfileLimits.name + ProfileLimits.portraitUri, alignment: 16)
         aheadCommands = .allocate(capacity: RequestProcessor.lookaheadSlots)
     }
 
@@ -236,7 +236,7 @@ final class RESPFront: WorkerFront {
         case .hmget: argumentCount - 2
         default: fieldsPerProfile
         }
-        return 64 + max(RequestProcessor.storeFailureReasonBytes, values * (Limits.portraitUri + 32))
+        return 64 + max(RequestProcessor.storeFailureReasonBytes, values * (ProfileLimits.portraitUri + 32))
     }
 
     /// Between MULTI and EXEC: EXEC, DISCARD, MULTI, WATCH and QUIT act at once; every other
@@ -885,7 +885,7 @@ final class RESPFront: WorkerFront {
             } else if RESPKeyword.matches(option, "COUNT") {
                 guard let n = RESPArgument.integer(arguments[index + 1]) else { return .failure(.fixed(RESPText.notInteger)) }
                 guard n >= 1 else { return .failure(.fixed(RESPText.syntax)) }
-                limit = min(n, Limits.maxCount)
+                limit = min(n, ProfileLimits.rowsPerListing)
             } else if RESPKeyword.matches(option, "TYPE") {
                 onlyOtherType = !RESPKeyword.matches(arguments[index + 1], "hash")
             } else {
@@ -1017,7 +1017,7 @@ enum RESPReadAnswer: ReadAnswer {
     case scan(limit: Int)
 
     func write(_ job: ReadJob, through front: any WorkerFront) {
-        let front = unsafeDowncast(front, to: RESPFront.self)
+        let front = unsafeDowncast(front, to: RESPWorkerFront.self)
         let connection = job.connection
         if let failure = job.failure { return front.respStoreFailure(failure, connection) }
         if case .dbsize = self { return front.respInteger(job.count, connection) }

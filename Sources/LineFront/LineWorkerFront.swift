@@ -1,3 +1,4 @@
+import ProfileServer
 import CLibevent
 import Glibc
 import ProfileCache
@@ -11,7 +12,7 @@ import WireBytes
 /// request path, in the line protocol.
 ///
 /// Owned by its worker and used by that worker's thread only.
-final class LineFront: WorkerFront {
+final class LineWorkerFront: WorkerFront {
     /// The worker's. The processor and the cache are `let`s here so that the request path
     /// reaches them without reference counting.
     let processor: RequestProcessor
@@ -302,13 +303,13 @@ final class LineFront: WorkerFront {
     /// store fails, part of the reply is already sent and cannot be replaced: the connection is
     /// closed after what was sent, which no client can take for a whole reply.
     func continueLookups(_ connection: Connection) -> Bool {
-        guard connection.unfinishedLookups != nil else { return true }
-        while !connection.unfinishedLookups!.isDone {
+        guard let lookups = connection.unfinishedLookups else { return true }
+        while !lookups.isDone {
             if processor.repliesReachHighWater(connection) { return false }
             do {
-                try connection.unfinishedLookups!.withNext { try lookUp($0, exists: false, on: connection) }
+                try lookups.withNext { try lookUp($0, exists: false, on: connection) }
             } catch is NeedsFetch {
-                connection.unfinishedLookups!.withRemaining { count, id in
+                lookups.withRemaining { count, id in
                     processor.submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, kind: nil, arguments: count, argument: id,
                                 lookups: Array(0..<count),
                                 keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
@@ -320,7 +321,7 @@ final class LineFront: WorkerFront {
                 abandonPartlySentMGET(on: connection, "\(error)")
                 return false
             }
-            connection.unfinishedLookups!.advance()
+            lookups.advance()
         }
         connection.unfinishedLookups = nil
         reply(ReplyEncoder.end, connection)
@@ -482,7 +483,7 @@ final class LineFront: WorkerFront {
 }
 
 
-extension LineFront {
+extension LineWorkerFront {
     func resume(_ connection: Connection) -> Bool { continueLookups(connection) }
 
     /// A line-protocol write's answer needs nothing before it.
@@ -490,37 +491,37 @@ extension LineFront {
 }
 
 /// The line protocol as the server registers it (docs/PROTOCOL.md): its listeners' refusal,
-/// its one session, and each worker's `LineFront`.
+/// its one session, and each worker's `LineWorkerFront`.
 ///
 /// Immutable; any thread may use it.
-final class LineProtocolFront: Front {
+package final class LineProtocolFront: Front {
     /// `--max-line`: the longest request line.
     let maxLine: Int
     private let session: LineSession
 
-    init(maxLine: Int) {
+    package init(maxLine: Int) {
         self.maxLine = maxLine
         session = LineSession(inputLimit: maxLine)
     }
 
-    var logFields: [(key: String, value: String)] { [] }
+    package var logFields: [(key: String, value: String)] { [] }
 
-    var busyReply: [UInt8] {
+    package var busyReply: [UInt8] {
         var bytes: [UInt8] = []
         ProtocolError.busy.appendReply(to: &bytes)
         return bytes
     }
 
-    var changeFeed: (any ChangeFeed)? { nil }
+    package var changeFeed: (any ChangeFeed)? { nil }
 
-    func makeWorkerFront(for worker: Worker) -> any WorkerFront {
-        LineFront(processor: worker.processor, maxLine: maxLine)
+    package func makeWorkerFront(for worker: Worker) -> any WorkerFront {
+        LineWorkerFront(processor: worker.processor, maxLine: maxLine)
     }
 
     /// The one session every line-protocol connection shares: it keeps nothing.
-    func makeSession(id: Int) -> any FrontSession { session }
+    package func makeSession(id: Int) -> any FrontSession { session }
 
-    func bound(port: Int, tls: Bool) {}
+    package func bound(port: Int, tls: Bool) {}
 }
 
 /// The session of a line-protocol connection: it keeps nothing between requests, so one serves
@@ -558,7 +559,7 @@ enum LineWriteAnswer: WriteAnswer {
     case flushed
 
     func write(_ job: WriteJob, through front: any WorkerFront) {
-        let front = unsafeDowncast(front, to: LineFront.self)
+        let front = unsafeDowncast(front, to: LineWorkerFront.self)
         let connection = job.connection
         if let failure = job.failure { return front.reply(storeFailure: failure, to: connection) }
         switch self {
@@ -571,7 +572,7 @@ enum LineWriteAnswer: WriteAnswer {
     }
 
     /// `found` when the profile existed before the write, else NOT_FOUND.
-    private func replyIfFound(_ found: StaticString, _ job: WriteJob, _ front: LineFront) {
+    private func replyIfFound(_ found: StaticString, _ job: WriteJob, _ front: LineWorkerFront) {
         if job.results[0].before.exists {
             front.reply(found, job.connection)
         } else {
@@ -584,7 +585,7 @@ enum LineWriteAnswer: WriteAnswer {
 enum LineReadAnswer: ReadAnswer {
     /// GET, EXISTS or MGET: a line per id, then END after an MGET's.
     case lookups(Verb)
-    /// The ids an MGET had left once part of its reply was sent (`LineFront.continueLookups`): the
+    /// The ids an MGET had left once part of its reply was sent (`LineWorkerFront.continueLookups`): the
     /// rest of its reply, then END; a failure closes the connection, as no error can replace
     /// what was sent.
     case restOfMGET
@@ -594,7 +595,7 @@ enum LineReadAnswer: ReadAnswer {
     case rows
 
     func write(_ job: ReadJob, through front: any WorkerFront) {
-        let front = unsafeDowncast(front, to: LineFront.self)
+        let front = unsafeDowncast(front, to: LineWorkerFront.self)
         let connection = job.connection
         if let failure = job.failure {
             if case .restOfMGET = self { return front.abandonPartlySentMGET(on: connection, failure) }
@@ -613,7 +614,7 @@ enum LineReadAnswer: ReadAnswer {
         }
     }
 
-    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ front: LineFront) {
+    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ front: LineWorkerFront) {
         let connection = job.connection
         for index in job.lookups.indices {
             let values = job.profile(index)
@@ -666,13 +667,15 @@ extension Verb {
 /// wherever it carries them as they are (else the row's own bytes, which the cache copies).
 ///
 /// Immutable; any thread may use it.
-struct LineCacheEncoding: CachedProfileEncoding {
+package struct LineCacheEncoding: CachedProfileEncoding {
     /// The longest VALUE line: every byte of the three values escaped, with quotes and spaces.
     static let valueLineCapacity = 6 + 3 * 3 + ValueEncoder.maxExpansion * (Limits.userId + Limits.name + Limits.portraitUri)
 
-    var capacity: Int { Self.valueLineCapacity }
+    package init() {}
 
-    func encode(_ row: ProfileRow, at out: UnsafeMutableRawPointer) -> EncodedProfile {
+    package var capacity: Int { Self.valueLineCapacity }
+
+    package func encode(_ row: ProfileRow, at out: UnsafeMutableRawPointer) -> EncodedProfile {
         let layout = ReplyEncoder.writeValueLineLocatingValues(userId: row.userId, name: row.name,
                                                                portraitUri: row.portraitUri, to: out)
         func value(_ raw: UnsafeRawBufferPointer, at offset: Int?) -> UnsafeRawBufferPointer {

@@ -1,4 +1,4 @@
-import ProfileProtocol
+import ProfileServer
 import RESPProtocol
 
 /// What a RESP connection carries from one request to the next.

@@ -1,14 +1,15 @@
+import ProfileServer
 import CLibevent
 import RESPProtocol
 import ProfileSystem
 import Synchronization
 
 /// RESP as the server registers it (docs/RESP.md): its listeners' refusal, its sessions, and
-/// what every worker's `RESPFront` shares: how keys name profiles, SCAN's cursors, and who
+/// what every worker's `RESPWorkerFront` shares: how keys name profiles, SCAN's cursors, and who
 /// read what for client-side caching.
 ///
 /// Immutable but for the port and its members, which are thread-safe: any thread may use it.
-final class RESPProtocolFront: Front {
+package final class RESPProtocolFront: Front {
     /// How RESP keys name profiles (`--resp-key-prefix`).
     let keyspace: RESPKeyspace
     /// SCAN's cursors: a scan may go on over any connection.
@@ -20,38 +21,38 @@ final class RESPProtocolFront: Front {
     /// INFO's `tcp_port`: the plain listener's, or the TLS one's when it is alone.
     private let portBound = Atomic<Int>(0)
 
-    init(keyPrefix: [UInt8], trackingTableMaxKeys: Int) {
+    package init(keyPrefix: [UInt8], trackingTableMaxKeys: Int) {
         keyspace = RESPKeyspace(prefix: keyPrefix)
         tracking = ClientTracking(maxKeys: trackingTableMaxKeys, keyPrefix: keyPrefix)
     }
 
     var port: Int { portBound.load(ordering: .relaxed) }
 
-    var logFields: [(key: String, value: String)] { [("proto", "resp")] }
+    package var logFields: [(key: String, value: String)] { [("proto", "resp")] }
 
-    var busyReply: [UInt8] {
+    package var busyReply: [UInt8] {
         var bytes = [UInt8](repeating: 0, count: RESPEncoder.errorCount(RESPText.maxClients))
         _ = bytes.withUnsafeMutableBytes { RESPEncoder.writeError(RESPText.maxClients, to: $0.baseAddress!) }
         return bytes
     }
 
-    var changeFeed: (any ChangeFeed)? { tracking }
+    package var changeFeed: (any ChangeFeed)? { tracking }
 
-    func makeWorkerFront(for worker: Worker) -> any WorkerFront {
-        RESPFront(processor: worker.processor, shared: self)
+    package func makeWorkerFront(for worker: Worker) -> any WorkerFront {
+        RESPWorkerFront(processor: worker.processor, shared: self)
     }
 
-    func makeSession(id: Int) -> any FrontSession {
+    package func makeSession(id: Int) -> any FrontSession {
         RESPSession(id: id, inputLimit: limits.receiveBufferBytes, tracking: tracking)
     }
 
-    func bound(port: Int, tls: Bool) {
+    package func bound(port: Int, tls: Bool) {
         // The plain listener is bound first, when there is one.
         if !tls || self.port == 0 { portBound.store(port, ordering: .relaxed) }
     }
 }
 
-extension RESPFront {
+extension RESPWorkerFront {
     /// RESP replies are made whole: none is left unfinished.
     func resume(_ connection: Connection) -> Bool { true }
 

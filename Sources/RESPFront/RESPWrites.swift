@@ -1,5 +1,5 @@
+import ProfileServer
 import ProfileModel
-import ProfileProtocol
 import ProfileStore
 import RESPProtocol
 
@@ -74,7 +74,7 @@ struct RESPWriteAnswer: WriteAnswer {
 
     /// Each command's reply, in an array for a transaction; the store's failure otherwise.
     func write(_ job: WriteJob, through front: any WorkerFront) {
-        let front = unsafeDowncast(front, to: RESPFront.self)
+        let front = unsafeDowncast(front, to: RESPWorkerFront.self)
         let connection = job.connection
         if let failure = job.failure {
             front.respStoreFailure(failure, connection)
@@ -92,7 +92,7 @@ extension ProfileState {
     }
 }
 
-extension RESPFront {
+extension RESPWorkerFront {
     /// Sends a checked write command to the writer; it is answered when committed.
     func submitRESPWrite(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                          _ connection: Connection) {

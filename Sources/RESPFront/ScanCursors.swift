@@ -1,3 +1,4 @@
+import ProfileServer
 import ProfileSystem
 
 /// SCAN's cursors: a scan in key order resumes after a key of up to 128 bytes, so each cursor

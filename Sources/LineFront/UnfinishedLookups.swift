@@ -1,10 +1,12 @@
+import ProfileServer
+
 /// The ids an MGET has left to answer once its reply reached the connection's high-water
-/// mark: the rest of the reply is made as the client reads (`LineFront.continueLookups`), so a
+/// mark: the rest of the reply is made as the client reads (`LineWorkerFront.continueLookups`), so a
 /// connection never holds more than the mark plus one profile's reply.
 ///
 /// The ids are copied out of the request line, which is then done with; the copy counts in
 /// the connection's memory. Threading: the worker thread that owns the connection.
-struct UnfinishedLookups {
+final class UnfinishedLookups: UnfinishedReply {
     private var bytes: [UInt8] = []
     /// Where each id ends in `bytes`.
     private var ends: [Int] = []
@@ -27,7 +29,7 @@ struct UnfinishedLookups {
         return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<ends[next]])) }
     }
 
-    mutating func advance() { next += 1 }
+    func advance() { next += 1 }
 
     /// Calls `body` with how many ids are left and each of them by index, views valid during
     /// the call.
@@ -43,4 +45,12 @@ struct UnfinishedLookups {
 
     /// What it holds, for the clients' memory.
     var byteCount: Int { bytes.capacity + ends.capacity * MemoryLayout<Int>.stride }
+}
+
+extension Connection {
+    /// The line protocol's unfinished reply: an MGET's ids left to answer.
+    var unfinishedLookups: UnfinishedLookups? {
+        get { unfinishedReply as? UnfinishedLookups }
+        set { unfinishedReply = newValue }
+    }
 }

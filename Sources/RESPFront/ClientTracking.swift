@@ -1,3 +1,4 @@
+import ProfileServer
 import ProfileSystem
 import RESPProtocol
 import Synchronization
@@ -39,7 +40,7 @@ final class TrackingClient: WorkerDelivery, @unchecked Sendable {
     /// Writes the pushes made for this client's connection, if `worker` still holds it.
     func deliver(on worker: Worker) {
         guard let connection else { return }
-        unsafeDowncast(worker.fronts[connection.frontIndex], to: RESPFront.self).deliverPushes(self, to: connection, on: worker)
+        unsafeDowncast(worker.fronts[connection.frontIndex], to: RESPWorkerFront.self).deliverPushes(self, to: connection, on: worker)
     }
 }
 
