@@ -30,9 +30,9 @@ final class LineWorkerFront: WorkerFront {
     /// The line protocol's `WorkerFront.serve`.
     func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         var used = 0
-        var budget = processor.context.configuration.requestsPerWakeup
+        var budget = processor.requestsPerWakeup
         prefetchLookups(bytes, count)
-        while used < count && budget > 0 && connection.phase == .serving {
+        while used < count && budget > 0 && connection.isServing {
             if processor.repliesReachHighWater(connection) { break }
             let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)
             var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine)

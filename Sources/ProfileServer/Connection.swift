@@ -37,9 +37,9 @@ package protocol UnfinishedReply: AnyObject {
 /// Owned and used only by the worker thread it was handed to, which may hand it to another
 /// worker between requests (through that worker's inbox); the writer thread holds references
 /// to connections with writes in flight, which never move, and never touches their state.
-package final class Connection {
+public final class Connection {
     /// Where a connection is in its life. memcached keeps these in one enum; so do we.
-    package enum Phase {
+    @usableFromInline package enum Phase {
         /// Reading and answering requests.
         case serving
         /// QUIT or TOOLONG was answered, or the server is stopping: nothing more is read;
@@ -55,7 +55,13 @@ package final class Connection {
     /// What the connection's front keeps between requests.
     package let session: any FrontSession
     package unowned var worker: Worker
-    package var phase = Phase.serving
+    @usableFromInline package var phase = Phase.serving
+    /// `phase == .serving`, which the fronts' serve loops test before every request: a
+    /// comparison that inlines across modules, where `==` goes through Equatable's witness.
+    @inlinable public var isServing: Bool {
+        if case .serving = phase { return true }
+        return false
+    }
     package var role: Role
     /// Writes sent to the writer and not answered yet. While there are any, only more writes,
     /// and reads that can be answered ahead of them (`heldReplies`), are taken from the input,
@@ -99,7 +105,7 @@ package final class Connection {
     package static let tlsBufferBytes = 40 << 10
 
     /// Reply bytes the socket has not taken yet (plaintext, on a TLS connection).
-    package let output: OpaquePointer
+    @usableFromInline package let output: OpaquePointer
     /// What this connection counts in the clients' memory (`ServerStatistics.clientMemoryBytes`)
     /// since it last accounted.
     package var accountedBytes = 0
@@ -124,7 +130,7 @@ package final class Connection {
         evbuffer_free(output)
     }
 
-    package var queuedOutput: Int { evbuffer_get_length(output) }
+    @inlinable public var queuedOutput: Int { evbuffer_get_length(output) }
 
     /// What the connection holds now: input kept, unsent replies, replies held for order, an
     /// unfinished MGET's ids and what the session holds (a RESP transaction's queue).

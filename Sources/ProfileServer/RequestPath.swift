@@ -18,7 +18,7 @@ extension RequestProcessor {
     /// touches what the read reads (`writesInFlight(touch:on:)`).
     package func mayAnswerAhead(needing room: Int, on connection: Connection) -> Bool {
         reads.readsAtOnce && connection.readsInFlight == 0 && out.remaining >= room
-            && connection.heldReplies.byteCount < context.configuration.outputHighWater
+            && connection.heldReplies.byteCount < outputHighWater
     }
 
     /// Holds the reply `answer` writes into the scratch (which must have room for all of it)
@@ -89,8 +89,8 @@ extension RequestProcessor {
     }
 
     /// Counts a request answered in this pass, for the latency of its kind.
-    @inline(__always)
-    package func countPass(_ kind: RequestKind) {
+    @inlinable @inline(__always)
+    public func countPass(_ kind: RequestKind) {
         passKindCounts[Int(kind.rawValue)] += 1
         passKindsSeen |= 1 << kind.rawValue
     }
@@ -104,16 +104,16 @@ extension RequestProcessor {
 
     /// Whether the connection's unsent replies reached its high-water mark: no more is
     /// answered until the client reads.
-    @inline(__always)
-    package func repliesReachHighWater(_ connection: Connection) -> Bool {
-        out.count + connection.queuedOutput >= context.configuration.outputHighWater
+    @inlinable @inline(__always)
+    public func repliesReachHighWater(_ connection: Connection) -> Bool {
+        out.count + connection.queuedOutput >= outputHighWater
     }
 
     // MARK: Replies
 
     /// Makes room for `count` more reply bytes in the scratch.
-    @inline(__always)
-    package func reserve(_ count: Int, _ connection: Connection) {
+    @inlinable @inline(__always)
+    public func reserve(_ count: Int, _ connection: Connection) {
         if out.remaining < count { spill(connection) }
     }
 

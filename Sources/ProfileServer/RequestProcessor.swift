@@ -12,11 +12,17 @@ import ProfileSystem
 /// its scratch.
 ///
 /// Owned by its worker and used by that worker's thread only.
-package final class RequestProcessor {
+public final class RequestProcessor {
     /// The worker's index, for its statistics and latency.
     package let index: Int
     package let context: ServerContext
-    package var out: ReplyBuffer
+    /// The configuration's limits the request path reads on every request, copied here: a
+    /// front in another module would otherwise copy the whole configuration to read one.
+    /// `--output-high-water`: the unsent replies past which a connection is not answered.
+    @usableFromInline package let outputHighWater: Int
+    /// How many requests one pass over a connection answers at most.
+    package let requestsPerWakeup: Int
+    public var out: ReplyBuffer
     package var counters = RequestCounters()
     /// How this worker reads what the cache misses.
     package let reads: any WorkerReads
@@ -39,15 +45,17 @@ package final class RequestProcessor {
     /// Whether the cache may answer during the current pass: a shared store's lease, asked once
     /// per pass (`beginPass`); a store of this server's own always lets it.
     package private(set) var cacheVouched = true
-    package var passKindCounts = [Int](repeating: 0, count: RequestKind.allCases.count)
+    @usableFromInline package var passKindCounts = [Int](repeating: 0, count: RequestKind.allCases.count)
     /// Bit n set: `passKindCounts[n]` is not zero (so a pass visits only the kinds it served).
-    package var passKindsSeen: UInt32 = 0
+    @usableFromInline package var passKindsSeen: UInt32 = 0
     /// Requests answered since the start, for `LoopSampler`.
     package var requestsAnswered = 0
 
     package init(index: Int, context: ServerContext, reads: any WorkerReads) {
         self.index = index
         self.context = context
+        outputHighWater = context.configuration.outputHighWater
+        requestsPerWakeup = context.configuration.requestsPerWakeup
         self.reads = reads
         cache = context.cache
         precondition(RequestKind.allCases.count <= UInt32.bitWidth, "passKindsSeen has a bit per kind")
@@ -82,7 +90,7 @@ package final class RequestProcessor {
 
     /// Moves the replies built so far into the connection's queue to make room. Nothing leaves
     /// the queue while a request is served, so its reply can still be taken back (`failStore`).
-    package func spill(_ connection: Connection) {
+    @usableFromInline package func spill(_ connection: Connection) {
         evbuffer_add(connection.output, out.base, out.count)
         out.count = 0
     }

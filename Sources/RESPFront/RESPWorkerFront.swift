@@ -81,10 +81,10 @@ final class RESPWorkerFront: WorkerFront {
     func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
         let session = connection.resp
         var used = 0
-        var budget = processor.context.configuration.requestsPerWakeup
+        var budget = processor.requestsPerWakeup
         let fresh = session.decodeState == RESPDecodeState()
         readAhead(bytes, count, limit: fresh ? RequestProcessor.lookaheadSlots : 0, authenticated: connection.role > .none)
-        while used < count && budget > 0 && connection.phase == .serving {
+        while used < count && budget > 0 && connection.isServing {
             if processor.repliesReachHighWater(connection) { break }
             // Restored when a request must wait: the next pass decodes it again from its start.
             let resumeAt = session.decodeState
