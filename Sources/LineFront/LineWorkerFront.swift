@@ -61,19 +61,13 @@ final class LineWorkerFront: WorkerFront {
     /// looked at in the socket, not taken in. At the end of the stream the peer has closed, and
     /// the unfinished line gets no reply.
     private func byteBeyondLineArrived(_ connection: Connection) -> Bool {
-        if let tls = connection.tls {
-            switch tls.peekByte() {
-            case .done: return true
-            case .closed: connection.peerClosed = true
-            case .wantWrite: connection.tlsWaitsForWritable = true
-            case .wantRead, .failed: break
-            }
-            return false
+        switch connection.transport.peekByte() {
+        case .done: return true
+        case .endOfStream: connection.peerClosed = true
+        case .waitsForWritable: connection.waitsForWritable = true
+        case .wouldBlock, .failed: break
         }
-        var byte: UInt8 = 0
-        let n = recv(connection.fd, &byte, 1, Int32(MSG_PEEK))
-        if n == 0 { connection.peerClosed = true }
-        return n > 0
+        return false
     }
 
     /// Serves one request line. Returns false, leaving the line untouched, when it must wait

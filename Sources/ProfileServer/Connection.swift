@@ -1,7 +1,5 @@
 import CLibevent
-import Glibc
 import ProfileModel
-import ProfileTLS
 
 /// What a connection's front keeps between its requests (a RESP connection's protocol
 /// version, transaction and tracking), and what the connection must know of it.
@@ -49,7 +47,11 @@ public final class Connection {
         case closed
     }
 
+    /// The transport's socket, which names the connection in the log and to the event loop.
     package let fd: Int32
+    /// How bytes cross the socket, in clear or through TLS: every read, send, peek, handshake
+    /// step and the close go through it.
+    package let transport: Transport
     /// Which front serves it: its index in `ServerFronts.all` and in `Worker.fronts`.
     package let frontIndex: Int
     /// What the connection's front keeps between requests.
@@ -92,19 +94,15 @@ public final class Connection {
     /// of a request, not a whole one left for later.
     package var needsMoreInput = false
 
-    /// The TLS session bytes pass through, on a TLS listener's connection; nil in clear.
-    package private(set) var tls: TLSSession?
-    /// The TLS handshake has not finished: nothing is read as requests yet.
+    /// The transport's handshake has not finished: nothing is read as requests yet.
     package var handshaking: Bool
     /// Closes the connection if its handshake has not finished by `--tls-handshake-timeout`.
     package var handshakeTimer: OpaquePointer? = nil
-    /// The last TLS read (or handshake step) needs the socket writable before it can go on.
-    package var tlsWaitsForWritable = false
-    /// What a TLS connection counts for OpenSSL's buffers: a record buffer each way of 16 KiB
-    /// plus its header and padding, and the session.
-    package static let tlsBufferBytes = 40 << 10
+    /// The transport's last read, peek or handshake step must send before it can go on (TLS):
+    /// the socket's writability, not its readability, moves it on.
+    package var waitsForWritable = false
 
-    /// Reply bytes the socket has not taken yet (plaintext, on a TLS connection).
+    /// Reply bytes the transport has not sent yet (plaintext, on a TLS connection).
     @usableFromInline package let output: OpaquePointer
     /// What this connection counts in the clients' memory (`ServerStatistics.clientMemoryBytes`)
     /// since it last accounted.
@@ -114,12 +112,12 @@ public final class Connection {
     package var reading = false
     package var writing = false
 
-    package init(fd: Int32, frontIndex: Int, session: any FrontSession, tls: TLSSession?, worker: Worker, role: Role) {
-        self.fd = fd
+    package init(transport: Transport, frontIndex: Int, session: any FrontSession, worker: Worker, role: Role) {
+        fd = transport.fd
+        self.transport = transport
         self.frontIndex = frontIndex
         self.session = session
-        self.tls = tls
-        handshaking = tls != nil
+        handshaking = transport.needsHandshake
         self.worker = worker
         self.role = role
         pending = PendingInput(limit: session.inputLimit)
@@ -133,16 +131,17 @@ public final class Connection {
     @inlinable public var queuedOutput: Int { evbuffer_get_length(output) }
 
     /// What the connection holds now: input kept, unsent replies, replies held for order, an
-    /// unfinished MGET's ids and what the session holds (a RESP transaction's queue).
+    /// unfinished reply's state, what the session holds (a RESP transaction's queue) and what
+    /// the transport holds (OpenSSL's buffers).
     package var memoryBytes: Int {
         pending.capacity + queuedOutput + heldReplies.byteCount + (unfinishedReply?.byteCount ?? 0)
-            + session.heldBytes + (tls == nil ? 0 : Self.tlsBufferBytes)
+            + session.heldBytes + transport.heldBytes
     }
 
-    /// Whether a pass has something to serve without more input: an unfinished MGET, or
-    /// pending input that holds a request, not only the start of one.
+    /// Whether a pass has something to serve without more input: an unfinished reply, pending
+    /// input that holds a request, not only the start of one, or input the transport holds.
     package var hasWorkWaiting: Bool {
-        unfinishedReply != nil || (!pending.isEmpty && !needsMoreInput) || (tls?.hasBufferedInput ?? false)
+        unfinishedReply != nil || (!pending.isEmpty && !needsMoreInput) || transport.hasBufferedInput
     }
 
     /// Drops the queued reply bytes after the first `count`, for a reply taken back unsent.
@@ -170,9 +169,7 @@ public final class Connection {
     /// Releases the socket and its events. The object lives on while write jobs still reference it.
     package func releaseResources() {
         detachEvents()
-        tls?.shutdown()
-        tls = nil
-        close(fd)
+        transport.close()
         phase = .closed
         pending.release()
         heldReplies.removeAll()

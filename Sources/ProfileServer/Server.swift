@@ -254,21 +254,23 @@ public final class Server {
                 Glibc.close(fd)
                 continue
             }
-            var tls: TLSSession? = nil
+            let transport: Transport
             if listener.tls {
                 guard let session = tlsContext?.session(fd: fd, accepting: true) else {
                     Log.warn("cannot start a TLS session; connection closed")
                     Glibc.close(fd)
                     continue
                 }
-                tls = session
+                transport = .tls(TLSTransport(fd: fd, session: session))
+            } else {
+                transport = .plain(PlainTransport(fd: fd))
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             statistics.currentConnections.add(1, ordering: .relaxed)
             statistics.totalConnections.add(1, ordering: .relaxed)
             if Log.level <= .debug { Log.debug("connection accepted", ["fd": "\(fd)", "worker": "\(nextWorker)"]) }
-            workers[nextWorker].post(.accepted(fd: fd, frontIndex: listener.frontIndex, tls: tls, sessionId: nextSessionId))
+            workers[nextWorker].post(.accepted(transport: transport, frontIndex: listener.frontIndex, sessionId: nextSessionId))
             nextSessionId += 1
             nextWorker = (nextWorker + 1) % workers.count
         }

@@ -4,13 +4,12 @@ import ProfileCache
 import ProfileModel
 import ProfileStore
 import ProfileSystem
-import ProfileTLS
 
 /// What other threads tell a worker, through its inbox and doorbell.
 package enum WorkerMessage: @unchecked Sendable {
     /// The acceptor hands over a new connection of a front (its index in `ServerFronts.all`),
-    /// with its TLS session on a TLS listener; RESP's `CLIENT ID` is `sessionId`.
-    case accepted(fd: Int32, frontIndex: Int, tls: TLSSession?, sessionId: Int)
+    /// with its transport (a TLS one on a TLS listener); RESP's `CLIENT ID` is `sessionId`.
+    case accepted(transport: Transport, frontIndex: Int, sessionId: Int)
     /// The writer answered these jobs (all of this worker's connections), in commit order.
     case answered([WriteJob])
     /// A fetcher read what these jobs asked for (all of this worker's connections).
@@ -147,7 +146,7 @@ package final class Worker: @unchecked Sendable {
         inboxLock.unlock()
         for message in messages {
             switch message {
-            case .accepted(let fd, let frontIndex, let tls, let sessionId): adopt(fd, frontIndex, tls: tls, sessionId: sessionId)
+            case .accepted(let transport, let frontIndex, let sessionId): adopt(transport, frontIndex, sessionId: sessionId)
             case .answered(let answered): deliver(answered)
             case .fetched(let fetched): deliver(fetched)
             case .moved(let connection): attach(connection)
@@ -160,10 +159,10 @@ package final class Worker: @unchecked Sendable {
         exitIfIdle()
     }
 
-    private func adopt(_ fd: Int32, _ frontIndex: Int, tls: TLSSession?, sessionId: Int) {
+    private func adopt(_ transport: Transport, _ frontIndex: Int, sessionId: Int) {
         let role: Role = context.tokens.isEnabled ? .none : .admin
-        let connection = Connection(fd: fd, frontIndex: frontIndex, session: context.fronts[frontIndex].makeSession(id: sessionId),
-                                    tls: tls, worker: self, role: role)
+        let connection = Connection(transport: transport, frontIndex: frontIndex,
+                                    session: context.fronts[frontIndex].makeSession(id: sessionId), worker: self, role: role)
         guard connection.handshaking else { return attach(connection) }
         // The timer belongs to this loop; a connection never moves before its handshake ends.
         connection.handshakeTimer = event_new(base, -1, 0, connectionHandshakeTimedOut,
@@ -174,20 +173,19 @@ package final class Worker: @unchecked Sendable {
         if connection.phase == .serving { continueHandshake(connection) }
     }
 
-    /// Takes the TLS handshake as far as the socket lets it. Once it is done the connection
-    /// serves requests, with the role its verified certificate maps to in the tokens file,
-    /// if any; a failed handshake closes it with nothing served.
+    /// Takes the transport's handshake as far as the socket lets it. Once it is done the
+    /// connection serves requests, with the role its verified certificate maps to in the
+    /// tokens file, if any; a failed handshake closes it with nothing served.
     fileprivate func continueHandshake(_ connection: Connection) {
-        guard connection.phase == .serving, let tls = connection.tls else { return }
-        let step = tls.handshake()
-        switch step {
+        guard connection.phase == .serving else { return }
+        switch connection.transport.handshake() {
         case .done:
             connection.handshaking = false
-            connection.tlsWaitsForWritable = false
+            connection.waitsForWritable = false
             if let timer = connection.handshakeTimer { event_free(timer) }
             connection.handshakeTimer = nil
             context.statistics.tlsHandshakes.add(1, ordering: .relaxed)
-            if context.tokens.isEnabled, let name = tls.verifiedPeerCommonName,
+            if context.tokens.isEnabled, let name = connection.transport.verifiedPeerCommonName,
                let role = context.tokens.role(ofCertificateName: name) {
                 connection.role = role
             }
@@ -195,17 +193,17 @@ package final class Worker: @unchecked Sendable {
             event_active(connection.readEvent, Int32(EV_READ), 0)
             account(connection)
             updateInterest(connection)
-        case .wantRead:
-            connection.tlsWaitsForWritable = false
+        case .wouldBlock:
+            connection.waitsForWritable = false
             account(connection)
             updateInterest(connection)
-        case .wantWrite:
-            connection.tlsWaitsForWritable = true
+        case .waitsForWritable:
+            connection.waitsForWritable = true
             account(connection)
             updateInterest(connection)
-        case .closed, .failed:
+        case .endOfStream, .failed:
+            // The transport logged the reason of a failure.
             context.statistics.tlsHandshakeFailures.add(1, ordering: .relaxed)
-            if Log.level <= .debug, case .failed(let reason) = step { Log.debug("TLS handshake failed", ["reason": reason]) }
             close(connection)
         }
     }
@@ -394,14 +392,14 @@ package final class Worker: @unchecked Sendable {
         if connection.pending.isEmpty && connection.unfinishedReply == nil {
             guard !connection.peerClosed else { return finishPass(connection) }
             // Never more than the front's input limit: what is left unhandled must fit the connection.
-            let n = receive(connection, readBuffer, min(readBufferBytes, connection.pending.limit))
-            if n > 0 {
+            let received = connection.transport.receive(into: readBuffer, count: min(readBufferBytes, connection.pending.limit))
+            if case .done(let n) = received {
                 let used = handleInput(connection, readBuffer, n)
                 if used < n && connection.phase == .serving {
                     connection.pending.keep(readBuffer + used, count: n - used)
                 }
             } else {
-                noteReadResult(connection, n)
+                noteReadResult(connection, received)
             }
         } else {
             // Never more than the front's input limit buffered: a request longer than that is
@@ -409,8 +407,8 @@ package final class Worker: @unchecked Sendable {
             if !connection.peerClosed && connection.jobsInFlight == 0 && connection.unfinishedReply == nil {
                 let room = connection.pending.room()
                 if room.count > 0 {
-                    let n = receive(connection, room.baseAddress!, room.count)
-                    if n > 0 { connection.pending.received(n) } else { noteReadResult(connection, n) }
+                    let received = connection.transport.receive(into: room.baseAddress!, count: room.count)
+                    if case .done(let n) = received { connection.pending.received(n) } else { noteReadResult(connection, received) }
                 }
             }
             handlePending(connection)
@@ -418,69 +416,26 @@ package final class Worker: @unchecked Sendable {
         finishPass(connection)
     }
 
-    /// Reads from the socket, through TLS on a TLS connection, as `recv` reports it: bytes
-    /// read, 0 at the end of the stream, or -1 with errno set.
-    private func receive(_ connection: Connection, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
-        guard let tls = connection.tls else { return recv(connection.fd, buffer, count, 0) }
-        switch tls.read(into: buffer, count: count) {
-        case .done(let n): return n
-        case .closed: return 0
-        case .wantRead:
-            errno = EAGAIN
-        case .wantWrite:
-            connection.tlsWaitsForWritable = true
-            errno = EAGAIN
-        case .failed(let reason):
-            if Log.level <= .debug { Log.debug("TLS read failed", ["reason": reason]) }
-            errno = ECONNRESET
-        }
-        return -1
-    }
-
-    /// Sends queued replies until the socket takes no more; false when the connection failed.
-    private func sendQueued(_ connection: Connection) -> Bool {
-        guard let tls = connection.tls else {
-            return evbuffer_write(connection.output, connection.fd) >= 0 || errno == EAGAIN || errno == EINTR
-        }
-        while true {
-            let queued = connection.queuedOutput
-            guard queued > 0 else { return true }
-            // The queue only grows at its end, so a retry after wantWrite offers the same bytes
-            // first and at least as many of them, as OpenSSL requires.
-            let count = min(queued, Self.tlsWriteChunk)
-            guard let bytes = evbuffer_pullup(connection.output, count) else { return false }
-            switch tls.write(bytes, count: count) {
-            case .done(let n): evbuffer_drain(connection.output, n)
-            case .wantRead, .wantWrite: return true
-            case .closed: return false
-            case .failed(let reason):
-                if Log.level <= .debug { Log.debug("TLS write failed", ["reason": reason]) }
-                return false
-            }
-        }
-    }
-
-    /// What one TLS write offers: a full record's worth of plaintext.
-    static let tlsWriteChunk = 16 << 10
-
-    private func noteReadResult(_ connection: Connection, _ n: Int) {
-        if n == 0 {
-            connection.peerClosed = true
-        } else if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
-            close(connection)
+    /// What a receive that brought no bytes means for the connection.
+    private func noteReadResult(_ connection: Connection, _ result: TransportResult) {
+        switch result {
+        case .done, .wouldBlock: break
+        case .endOfStream: connection.peerClosed = true
+        case .waitsForWritable: connection.waitsForWritable = true
+        case .failed: close(connection)
         }
     }
 
     fileprivate func writable(_ connection: Connection) {
         guard connection.phase != .closed else { return }
         if connection.handshaking { return continueHandshake(connection) }
-        guard sendQueued(connection) else {
+        guard connection.transport.sendQueued(connection.output) else {
             close(connection)
             return
         }
-        // A TLS read that needed to write first goes on now.
-        if connection.tlsWaitsForWritable {
-            connection.tlsWaitsForWritable = false
+        // A read that had to wait for the transport to send first goes on now.
+        if connection.waitsForWritable {
+            connection.waitsForWritable = false
             return readable(connection)
         }
         // Room again: take up the MGET and the input that backpressure left waiting.
@@ -546,43 +501,32 @@ package final class Worker: @unchecked Sendable {
     private func flush(_ connection: Connection) {
         var sent = 0
         if processor.out.count > 0 && connection.queuedOutput == 0 {
-            let n = connection.tls.map { sendDirect($0) } ?? send(connection.fd, processor.out.base, processor.out.count, Int32(MSG_NOSIGNAL))
-            if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+            switch connection.transport.send(processor.out.base, count: processor.out.count) {
+            case .done(let n): sent = n
+            case .wouldBlock, .waitsForWritable: break
+            case .endOfStream, .failed:
                 processor.out.count = 0
                 close(connection)
                 return
             }
-            sent = max(0, n)
         }
+        // What the socket did not take waits in the queue, which the transport sends first from now on.
         if sent < processor.out.count { evbuffer_add(connection.output, processor.out.base + sent, processor.out.count - sent) }
         processor.out.count = 0
-        if sent == 0 && connection.queuedOutput > 0 && !sendQueued(connection) { close(connection) }
-    }
-
-    /// Writes the scratch's replies through TLS, a record at a time, as far as the socket takes
-    /// them: what `send` would report for them. What is left goes to the connection's queue,
-    /// from which the next write offers the same bytes first, as OpenSSL requires after EAGAIN.
-    private func sendDirect(_ tls: TLSSession) -> Int {
-        var sent = 0
-        while sent < processor.out.count {
-            let n = tls.send(processor.out.base + sent, count: processor.out.count - sent)
-            if n < 0 { return errno == EAGAIN && sent > 0 ? sent : -1 }
-            sent += n
-        }
-        return sent
+        if sent == 0 && connection.queuedOutput > 0 && !connection.transport.sendQueued(connection.output) { close(connection) }
     }
 
     /// Registers for exactly the events the connection can use now.
     private func updateInterest(_ connection: Connection) {
         let backlogged = connection.queuedOutput >= context.configuration.outputHighWater
         let handshakeStep = connection.handshaking && connection.phase == .serving
-        let wantRead = handshakeStep ? !connection.tlsWaitsForWritable : connection.phase == .serving && !connection.peerClosed
+        let wantRead = handshakeStep ? !connection.waitsForWritable : connection.phase == .serving && !connection.peerClosed
             && connection.jobsInFlight == 0 && !backlogged
         if wantRead != connection.reading {
             if wantRead { event_add(connection.readEvent, nil) } else { event_del(connection.readEvent) }
             connection.reading = wantRead
         }
-        let wantWrite = connection.queuedOutput > 0 || connection.tlsWaitsForWritable
+        let wantWrite = connection.queuedOutput > 0 || connection.waitsForWritable
         if wantWrite != connection.writing {
             if wantWrite { event_add(connection.writeEvent, nil) } else { event_del(connection.writeEvent) }
             connection.writing = wantWrite

@@ -106,7 +106,7 @@ final class InProcessServer {
         guard fd >= 0 else { throw TestFailure("accept failed: \(String(cString: strerror(errno)))") }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         statistics.currentConnections.add(1, ordering: .relaxed)
-        workers[nextWorker].post(.accepted(fd: fd, frontIndex: frontIndex, tls: nil, sessionId: nextWorker + 1))
+        workers[nextWorker].post(.accepted(transport: .plain(PlainTransport(fd: fd)), frontIndex: frontIndex, sessionId: nextWorker + 1))
         nextWorker = (nextWorker + 1) % workers.count
     }
 

@@ -104,6 +104,28 @@ import Testing
         #expect(try client.isClosedByServer())
     }
 
+    /// A line longer than `--max-line` over TLS is refused as in clear. The server holds no
+    /// more than the limit, so it looks for the byte beyond it in the TLS session, where the
+    /// byte may wait decrypted already or arrive later.
+    @Test func aTooLongLineOverTLSIsRefusedAndClosed() throws {
+        let certificates = try TestCertificates.shared()
+        let server = try Self.start(certificates, ["--max-line", "1024"])
+        let c = try Self.tlsConnection(server, certificates)
+        c.sendRaw(Array(("GET " + String(repeating: "a", count: 1021)).utf8))
+        try c.flush()
+        #expect(try c.line().hasPrefix("ERROR TOOLONG "))
+        #expect(try c.isClosedByServer())
+        let d = try Self.tlsConnection(server, certificates)
+        d.sendRaw(Array(("PING\nGET " + String(repeating: "a", count: 1024 - 4)).utf8))
+        try d.flush()
+        #expect(try d.line() == "PONG")
+        usleep(100_000)  // lets the server take in the limit's bytes before the next one
+        d.sendRaw([UInt8(ascii: "a")])
+        try d.flush()
+        #expect(try d.line().hasPrefix("ERROR TOOLONG "))
+        #expect(try d.isClosedByServer())
+    }
+
     /// A slow reader of a 9.3 MB MGET over TLS: its replies wait at the high-water mark as in
     /// clear (plus OpenSSL's buffers), and every record OpenSSL could not send at once is sent
     /// later from the same bytes, so the whole reply arrives in order.
