@@ -32,8 +32,9 @@ final class LineWorkerFront: WorkerFront {
         var used = 0
         var budget = processor.requestsPerWakeup
         prefetchLookups(bytes, count)
-        while used < count && budget > 0 && connection.isServing {
-            if processor.repliesReachHighWater(connection) { break }
+        // An MGET left unfinished comes first: nothing after it is answered before it ends.
+        while used < count && budget > 0 && connection.isServing && connection.unfinishedReply == nil {
+            if processor.repliesMustPause(connection) { break }
             let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)
             var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine)
             if frame == .needMore && rest.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
@@ -258,52 +259,86 @@ final class LineWorkerFront: WorkerFront {
         }
     }
 
-    /// An MGET's lines and END, from the cache, else the store; past the high-water mark the
-    /// ids left are kept to be answered as the client reads (`leaveLookups`).
+    /// An MGET's lines and END, from the cache, else the store; once its reply must pause
+    /// (`RequestProcessor.repliesMustPause`) the ids left are kept to be answered later
+    /// (`UnfinishedLookups`). Its reply begins at `mark`, when the counters were `before`.
     /// - Throws: the store's error or `NeedsFetch`; the reply so far must then be taken back.
-    func lookUpMGET(count: Int, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
+    func lookUpMGET(count: Int, on connection: Connection, since mark: RequestProcessor.Mark, countersBefore before: RequestCounters,
+                    id: (Int) -> UnsafeRawBufferPointer) throws {
         for i in 0..<count {
-            if i > 0 && processor.repliesReachHighWater(connection) { return try leaveLookups(i..<count, on: connection, id: id) }
+            if i > 0 && processor.repliesMustPause(connection) {
+                // What was made of the reply waits in the connection's queue, held back until
+                // every id left is in the cache (`continueLookups`).
+                processor.spill(connection)
+                connection.unfinishedLookups = UnfinishedLookups(count, next: i, replyStart: mark.queued + mark.count,
+                                                                 counted: processor.counters.lookups(since: before), id: id)
+                return
+            }
             try lookUp(id(i), exists: false, on: connection)
         }
         reply(ReplyEncoder.end, connection)
     }
 
-    /// Keeps an MGET's ids from `left` to be answered as the client reads. First each of them
-    /// the cache does not hold is read from the store into it: a store failure is then found
-    /// while nothing of the reply has been sent, and still replaces all of it (PROTOCOL.md).
-    /// - Throws: the store's error, or `NeedsFetch` when an id the cache does not hold is read
-    ///   by the fetchers (then the whole MGET is); nothing was kept then.
-    private func leaveLookups(_ left: Range<Int>, on connection: Connection, id: (Int) -> UnsafeRawBufferPointer) throws {
-        for i in left { try readIntoCache(id(i)) }
-        connection.unfinishedLookups = UnfinishedLookups(left.count) { id(left.lowerBound + $0) }
-    }
+    /// How many of an unfinished MGET's ids one pass looks for in the cache, and how many of
+    /// those it reads from the store, before its reply may be sent: a store read costs tens of
+    /// lookups, and the pass must stay short.
+    static let preReadLookupsPerPass = 256
+    static let preReadStoreReadsPerPass = 4
 
-    /// Reads `userId` from the store into the cache unless the cache holds it or its absence.
+    /// Reads `userId` from the store into the cache unless the cache holds it or its absence;
+    /// true when it read the store.
     /// - Throws: the store's error; `NeedsFetch.miss` when the store is read by the fetchers.
-    private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws {
+    private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws -> Bool {
         guard case .miss(let ticket) = cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: 0))
-        else { return }
+        else { return false }
         let scratch = processor.valueScratch
         try processor.readMissed(userId, ticket: ticket, encodingAt: { _ in scratch }) { _ in }
+        return true
     }
 
-    /// Answers an unfinished MGET's ids up to the high-water mark, and ends its reply once
-    /// they are all answered; true when no MGET is left unfinished.
+    /// Goes on with an unfinished MGET, and ends its reply once its ids are all answered; true
+    /// when no MGET is left unfinished.
     ///
-    /// The cache holds what the ids had when the MGET was taken, unless it dropped them since
-    /// (or, over a shared store, its lease ran out): then the store reads them, and over a
-    /// shared store the fetchers read every id left and answer the rest of the reply. If the
-    /// store fails, part of the reply is already sent and cannot be replaced: the connection is
-    /// closed after what was sent, which no client can take for a whole reply.
+    /// First the ids left are read into the cache, a few a pass (`preReadLookupsPerPass`,
+    /// `preReadStoreReadsPerPass`), while the reply
+    /// made so far is held back: a store failure then replaces the whole reply with ERROR
+    /// STORE, and over a shared store that must read one of them, the fetchers read the whole
+    /// MGET instead. Then the ids are answered as far as each pass may (`repliesMustPause`).
+    /// The cache holds what they had by then, unless it dropped them since (or, over a shared
+    /// store, its lease ran out): then the store reads them, and over a shared store the
+    /// fetchers read every id left and answer the rest of the reply. If the store fails then,
+    /// part of the reply is already sent and cannot be replaced: the connection is closed after
+    /// what was sent, which no client can take for a whole reply.
     func continueLookups(_ connection: Connection) -> Bool {
         guard let lookups = connection.unfinishedLookups else { return true }
+        if lookups.holdsReply {
+            var lookupsLeft = Self.preReadLookupsPerPass, storeReadsLeft = Self.preReadStoreReadsPerPass
+            do {
+                while lookups.holdsReply && lookupsLeft > 0 && storeReadsLeft > 0 {
+                    if try lookups.withNextToRead({ try readIntoCache($0) }) { storeReadsLeft -= 1 }
+                    lookups.advancePreRead()
+                    lookupsLeft -= 1
+                }
+            } catch let reason as NeedsFetch {
+                connection.dropQueuedOutput(after: lookups.replyStart)
+                connection.unfinishedLookups = nil
+                processor.counters.takeBack(lookups.counted)
+                lookups.withIds(from: 0) { count, id in fetch(.mget, count: count, reason, connection, id: id) }
+                return false
+            } catch {
+                connection.dropQueuedOutput(after: lookups.replyStart)
+                connection.unfinishedLookups = nil
+                reply(storeError: error, to: connection)
+                return true
+            }
+            if lookups.holdsReply { return false }
+        }
         while !lookups.isDone {
-            if processor.repliesReachHighWater(connection) { return false }
+            if processor.repliesMustPause(connection) { return false }
             do {
                 try lookups.withNext { try lookUp($0, exists: false, on: connection) }
             } catch is NeedsFetch {
-                lookups.withRemaining { count, id in
+                lookups.withIds(from: lookups.next) { count, id in
                     processor.submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, kind: nil, arguments: count, argument: id,
                                 lookups: Array(0..<count),
                                 keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
@@ -457,7 +492,7 @@ final class LineWorkerFront: WorkerFront {
         let countersBefore = processor.counters
         do {
             if mustFetch { throw NeedsFetch.miss }
-            try lookUpMGET(count: count, on: connection, id: id)
+            try lookUpMGET(count: count, on: connection, since: mark, countersBefore: countersBefore, id: id)
         } catch let reason as NeedsFetch {
             processor.takeBack(since: mark, on: connection)
             processor.counters = countersBefore
@@ -680,5 +715,27 @@ package struct LineCacheEncoding: CachedProfileEncoding {
                               userIdInReply: layout.userId.map { UnsafeRawBufferPointer(start: out + $0, count: row.userId.count) },
                               name: value(row.name, at: layout.name),
                               portraitUri: value(row.portraitUri, at: layout.portraitUri))
+    }
+}
+
+extension RequestCounters {
+    /// What the lookups counted since `earlier`: the counters an MGET moved.
+    func lookups(since earlier: RequestCounters) -> RequestCounters {
+        var counted = RequestCounters()
+        counted.getLookups = getLookups - earlier.getLookups
+        counted.getHits = getHits - earlier.getHits
+        counted.getMisses = getMisses - earlier.getMisses
+        counted.cacheHits = cacheHits - earlier.cacheHits
+        counted.cacheMisses = cacheMisses - earlier.cacheMisses
+        return counted
+    }
+
+    /// Takes back what `lookups(since:)` counted: the request is counted again elsewhere.
+    mutating func takeBack(_ counted: RequestCounters) {
+        getLookups -= counted.getLookups
+        getHits -= counted.getHits
+        getMisses -= counted.getMisses
+        cacheHits -= counted.cacheHits
+        cacheMisses -= counted.cacheMisses
     }
 }

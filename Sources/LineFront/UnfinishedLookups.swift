@@ -1,19 +1,38 @@
 import ProfileServer
 
-/// The ids an MGET has left to answer once its reply reached the connection's high-water
-/// mark: the rest of the reply is made as the client reads (`LineWorkerFront.continueLookups`), so a
-/// connection never holds more than the mark plus one profile's reply.
+/// An MGET whose reply paused (`RequestProcessor.repliesMustPause`): the rest of the reply is
+/// made as the client reads and as the loop's turns come (`LineWorkerFront.continueLookups`),
+/// so a connection never holds more than the high-water mark plus one profile's reply, and no
+/// pass over it holds up the other connections for long.
 ///
-/// The ids are copied out of the request line, which is then done with; the copy counts in
-/// the connection's memory. Threading: the worker thread that owns the connection.
+/// Before any of the reply is sent, every id left is read into the cache, a few per pass
+/// (`preRead`): a store failure found then still replaces the whole reply with ERROR STORE
+/// (PROTOCOL.md), so the reply made so far is held back (`holdsReply`) until they all are.
+///
+/// Every id of the MGET is copied out of the request line, which is then done with (a fetch
+/// of a shared store reads all of them again); the copy counts in the connection's memory.
+/// Threading: the worker thread that owns the connection.
 final class UnfinishedLookups: UnfinishedReply {
     private var bytes: [UInt8] = []
     /// Where each id ends in `bytes`.
     private var ends: [Int] = []
     /// The next id to answer.
-    private(set) var next = 0
+    private(set) var next: Int
+    /// The next id to read into the cache before the reply may be sent.
+    private(set) var preRead: Int
+    /// Where the MGET's reply begins in the connection's queue, to drop it if the store fails
+    /// while it is held back.
+    let replyStart: Int
+    /// What answering the ids before `next` added to the worker's counters, taken back when
+    /// the whole MGET goes to the fetchers instead.
+    let counted: RequestCounters
 
-    init(_ count: Int, id: (Int) -> UnsafeRawBufferPointer) {
+    /// Every one of the MGET's `count` ids (`id`), of which those before `next` are answered.
+    init(_ count: Int, next: Int, replyStart: Int, counted: RequestCounters, id: (Int) -> UnsafeRawBufferPointer) {
+        self.next = next
+        preRead = next
+        self.replyStart = replyStart
+        self.counted = counted
         ends.reserveCapacity(count)
         for index in 0..<count {
             bytes.append(contentsOf: id(index))
@@ -22,21 +41,30 @@ final class UnfinishedLookups: UnfinishedReply {
     }
 
     var isDone: Bool { next == ends.count }
+    var holdsReply: Bool { preRead < ends.count }
 
-    /// The next id's bytes, valid until `advance` or until this value is dropped.
-    func withNext<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        let start = next == 0 ? 0 : ends[next - 1]
-        return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<ends[next]])) }
+    /// Id `index`'s bytes, valid during `body`.
+    private func withId<R>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let start = index == 0 ? 0 : ends[index - 1]
+        return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<ends[index]])) }
     }
+
+    /// The next id's bytes, valid during `body`.
+    func withNext<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try withId(next, body) }
 
     func advance() { next += 1 }
 
-    /// Calls `body` with how many ids are left and each of them by index, views valid during
-    /// the call.
-    func withRemaining<R>(_ body: (Int, (Int) -> UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    /// The next id to read into the cache, valid during `body`.
+    func withNextToRead<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try withId(preRead, body) }
+
+    func advancePreRead() { preRead += 1 }
+
+    /// Calls `body` with how many ids there are from `first` on and each of them by index,
+    /// views valid during the call.
+    func withIds<R>(from first: Int, _ body: (Int, (Int) -> UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try bytes.withUnsafeBytes { all in
-            try body(ends.count - next) { index in
-                let i = next + index
+            try body(ends.count - first) { index in
+                let i = first + index
                 let start = i == 0 ? 0 : ends[i - 1]
                 return UnsafeRawBufferPointer(rebasing: all[start..<ends[i]])
             }

@@ -28,6 +28,10 @@ package protocol FrontSession: AnyObject {
 package protocol UnfinishedReply: AnyObject {
     /// What it holds, for the clients' memory.
     var byteCount: Int { get }
+    /// Whether nothing queued on the connection may be sent yet: the front must still learn
+    /// whether the reply can be made whole (an MGET's ids read from the store first), and
+    /// would otherwise replace it, which only works while none of it has left.
+    var holdsReply: Bool { get }
 }
 
 /// One client connection, from accept to close.
@@ -109,6 +113,9 @@ public final class Connection {
     package var accountedBytes = 0
     package var readEvent: OpaquePointer? = nil
     package var writeEvent: OpaquePointer? = nil
+    /// Brings the connection back to work it already has (input left unserved, a paused
+    /// reply), at the loop's lower priority (`Worker.resumePriority`).
+    package var resumeEvent: OpaquePointer? = nil
     package var reading = false
     package var writing = false
 
@@ -144,6 +151,9 @@ public final class Connection {
         unfinishedReply != nil || (!pending.isEmpty && !needsMoreInput) || transport.hasBufferedInput
     }
 
+    /// Whether its queued replies must wait (`UnfinishedReply.holdsReply`).
+    package var repliesHeldBack: Bool { unfinishedReply?.holdsReply ?? false }
+
     /// Drops the queued reply bytes after the first `count`, for a reply taken back unsent.
     package func dropQueuedOutput(after count: Int) {
         // libevent cannot cut a buffer's tail: move the head aside, empty it, and move it back.
@@ -158,9 +168,11 @@ public final class Connection {
     package func detachEvents() {
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
+        if let resumeEvent { event_free(resumeEvent) }
         if let handshakeTimer { event_free(handshakeTimer) }
         readEvent = nil
         writeEvent = nil
+        resumeEvent = nil
         handshakeTimer = nil
         reading = false
         writing = false

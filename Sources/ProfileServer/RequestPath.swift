@@ -102,11 +102,13 @@ extension RequestProcessor {
         connection.writesTaken += 1
     }
 
-    /// Whether the connection's unsent replies reached its high-water mark: no more is
-    /// answered until the client reads.
+    /// Whether replies must pause: the connection's unsent replies reached its high-water mark
+    /// (no more is answered until the client reads), or this pass made its share
+    /// (`replyBytesPerPass`: the rest is made on the next loop turn, after the other
+    /// connections had theirs, so one client's large replies never hold up the others).
     @inlinable @inline(__always)
-    public func repliesReachHighWater(_ connection: Connection) -> Bool {
-        out.count + connection.queuedOutput >= outputHighWater
+    public func repliesMustPause(_ connection: Connection) -> Bool {
+        out.count >= replyBytesPerPass || out.count + connection.queuedOutput >= outputHighWater
     }
 
     // MARK: Replies

@@ -20,6 +20,12 @@ public final class RequestProcessor {
     /// front in another module would otherwise copy the whole configuration to read one.
     /// `--output-high-water`: the unsent replies past which a connection is not answered.
     @usableFromInline package let outputHighWater: Int
+    /// The most reply bytes one pass over a connection makes before it yields to the others
+    /// (`repliesMustPause`): 128 KiB, a few hundred microseconds of encoding and copying, so
+    /// that 200 connections each reading megabytes of MGET replies delay another client's GET
+    /// by tens of milliseconds, not hundreds. Smaller than the scratch, so that a pass never
+    /// spills its replies into the connection's queue before it pauses.
+    @usableFromInline package let replyBytesPerPass = 128 << 10
     /// How many requests one pass over a connection answers at most.
     package let requestsPerWakeup: Int
     public var out: ReplyBuffer

@@ -7,6 +7,7 @@ import Synchronization
 /// into atomics once per wake-up so that STATS on any thread can read them without a lock
 /// and without a read-modify-write on the request path.
 package struct RequestCounters {
+    package init() {}
     package var getLookups = 0
     package var getHits = 0
     package var getMisses = 0

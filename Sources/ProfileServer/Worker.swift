@@ -66,6 +66,13 @@ package final class Worker: @unchecked Sendable {
     let readBufferBytes: Int
     let maxLine: Int
 
+    /// How many callbacks the loop runs before it polls for newly ready sockets: each runs at
+    /// most one pass over a connection (`RequestProcessor.replyBytesPerPass`).
+    static let callbacksBetweenPolls: Int32 = 32
+    /// The event priorities (`event_base_priority_init`): sockets, the inbox and timers first.
+    static let freshPriority: Int32 = 0
+    static let resumePriority: Int32 = 1
+
     init(index: Int, context: ServerContext) throws(SystemError) {
         self.index = index
         self.context = context
@@ -73,10 +80,21 @@ package final class Worker: @unchecked Sendable {
         processor = RequestProcessor(index: index, context: context, reads: context.reads.workerReads(index))
         let config = event_config_new()
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
+        // A connection that pauses its replies (`RequestProcessor.repliesMustPause`) goes on
+        // through `event_active`, which libevent runs in the same turn, before it polls again:
+        // without a bound, connections that keep making megabytes of replies would keep a
+        // newly readable one from being seen until they are all backlogged (a GET waited
+        // 300 to 800 ms behind 200 clients' MGETs).
+        event_config_set_max_dispatch_interval(config, nil, Self.callbacksBetweenPolls, 0)
         guard let base = event_base_new_with_config(config) else {
             event_config_free(config)
             throw SystemError(call: "event_base_new", subject: "worker \(index)", code: ENOMEM)
         }
+        // Two priorities: what the sockets, the inbox and the timers bring runs first; a
+        // connection going on with work it already had (`Connection.resumeEvent`) runs only
+        // when nothing else waits, so a new request is answered after at most one such pass,
+        // however many connections are working through large replies.
+        event_base_priority_init(base, 2)
         event_config_free(config)
         self.base = base
         doorbell = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
@@ -122,9 +140,11 @@ package final class Worker: @unchecked Sendable {
     func run() {
         doorbellEvent = event_new(base, doorbell, Int16(EV_READ | EV_PERSIST), workerDoorbellRang,
                                   Unmanaged.passUnretained(self).toOpaque())
+        event_priority_set(doorbellEvent, Self.freshPriority)
         event_add(doorbellEvent, nil)
         if peers.count > 1 {
             balanceTimer = event_new(base, -1, Int16(EV_PERSIST), workerBalanceTick, Unmanaged.passUnretained(self).toOpaque())
+            event_priority_set(balanceTimer, Self.freshPriority)
             let ms = context.configuration.loopPolicy.tickMilliseconds
             var interval = timeval(tv_sec: ms / 1000, tv_usec: (ms % 1000) * 1000)
             event_add(balanceTimer, &interval)
@@ -167,6 +187,7 @@ package final class Worker: @unchecked Sendable {
         // The timer belongs to this loop; a connection never moves before its handshake ends.
         connection.handshakeTimer = event_new(base, -1, 0, connectionHandshakeTimedOut,
                                               Unmanaged.passUnretained(connection).toOpaque())
+        event_priority_set(connection.handshakeTimer, Self.freshPriority)
         var timeout = timeval(tv_sec: context.configuration.tlsHandshakeTimeoutSeconds, tv_usec: 0)
         event_add(connection.handshakeTimer, &timeout)
         attach(connection)
@@ -220,6 +241,10 @@ package final class Worker: @unchecked Sendable {
         connection.worker = self
         connection.readEvent = event_new(base, connection.fd, Int16(EV_READ | EV_PERSIST), connectionReadable, ctx)
         connection.writeEvent = event_new(base, connection.fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, ctx)
+        connection.resumeEvent = event_new(base, -1, 0, connectionResumed, ctx)
+        event_priority_set(connection.readEvent, Self.freshPriority)
+        event_priority_set(connection.writeEvent, Self.freshPriority)
+        event_priority_set(connection.resumeEvent, Self.resumePriority)
         connections[ObjectIdentifier(connection)] = connection
         connection.session.attached(connection, to: self)
         if stopping {
@@ -303,6 +328,7 @@ package final class Worker: @unchecked Sendable {
         stopping = true
         // Connections that cannot finish in time (a client that never reads) are cut off.
         stopDeadline = event_new(base, -1, 0, workerStopDeadline, Unmanaged.passUnretained(self).toOpaque())
+        event_priority_set(stopDeadline, Self.freshPriority)
         var deadline = timeval(tv_sec: 10, tv_usec: 0)
         event_add(stopDeadline, &deadline)
         for connection in Array(connections.values) where connection.phase == .serving {
@@ -429,7 +455,7 @@ package final class Worker: @unchecked Sendable {
     fileprivate func writable(_ connection: Connection) {
         guard connection.phase != .closed else { return }
         if connection.handshaking { return continueHandshake(connection) }
-        guard connection.transport.sendQueued(connection.output) else {
+        guard connection.repliesHeldBack || connection.transport.sendQueued(connection.output) else {
             close(connection)
             return
         }
@@ -500,7 +526,9 @@ package final class Worker: @unchecked Sendable {
     /// Sends the pass's replies: straight from scratch when nothing is queued before them.
     private func flush(_ connection: Connection) {
         var sent = 0
-        if processor.out.count > 0 && connection.queuedOutput == 0 {
+        // Nothing is sent while the connection's replies are held back; they wait in its queue.
+        let held = connection.repliesHeldBack
+        if processor.out.count > 0 && connection.queuedOutput == 0 && !held {
             switch connection.transport.send(processor.out.base, count: processor.out.count) {
             case .done(let n): sent = n
             case .wouldBlock, .waitsForWritable: break
@@ -513,7 +541,7 @@ package final class Worker: @unchecked Sendable {
         // What the socket did not take waits in the queue, which the transport sends first from now on.
         if sent < processor.out.count { evbuffer_add(connection.output, processor.out.base + sent, processor.out.count - sent) }
         processor.out.count = 0
-        if sent == 0 && connection.queuedOutput > 0 && !connection.transport.sendQueued(connection.output) { close(connection) }
+        if sent == 0 && connection.queuedOutput > 0 && !held && !connection.transport.sendQueued(connection.output) { close(connection) }
     }
 
     /// Registers for exactly the events the connection can use now.
@@ -526,16 +554,16 @@ package final class Worker: @unchecked Sendable {
             if wantRead { event_add(connection.readEvent, nil) } else { event_del(connection.readEvent) }
             connection.reading = wantRead
         }
-        let wantWrite = connection.queuedOutput > 0 || connection.waitsForWritable
+        let wantWrite = (connection.queuedOutput > 0 && !connection.repliesHeldBack) || connection.waitsForWritable
         if wantWrite != connection.writing {
             if wantWrite { event_add(connection.writeEvent, nil) } else { event_del(connection.writeEvent) }
             connection.writing = wantWrite
         }
-        // Requests left by the per-wake-up budget or by waiting for writes: come back to them on
-        // the next loop turn, after other connections had theirs.
+        // Requests left by the per-wake-up budget or by waiting for writes, and replies paused
+        // for their pass's share: come back to them once nothing fresher waits.
         if connection.phase == .serving && !connection.handshaking && connection.jobsInFlight == 0 && !backlogged
             && connection.hasWorkWaiting {
-            event_active(connection.readEvent, Int32(EV_READ), 0)
+            event_active(connection.resumeEvent, 0, 0)
         }
     }
 
@@ -613,6 +641,11 @@ private func workerStopDeadline(_ fd: Int32, _ what: Int16, _ context: UnsafeMut
 }
 
 private func connectionReadable(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+    connection.worker.readable(connection)
+}
+
+private func connectionResumed(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
     connection.worker.readable(connection)
 }

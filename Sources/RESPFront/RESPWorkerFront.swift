@@ -85,7 +85,7 @@ final class RESPWorkerFront: WorkerFront {
         let fresh = session.decodeState == RESPDecodeState()
         readAhead(bytes, count, limit: fresh ? RequestProcessor.lookaheadSlots : 0, authenticated: connection.role > .none)
         while used < count && budget > 0 && connection.isServing {
-            if processor.repliesReachHighWater(connection) { break }
+            if processor.repliesMustPause(connection) { break }
             // Restored when a request must wait: the next pass decodes it again from its start.
             let resumeAt = session.decodeState
             let cachingGiven = session.cachingGiven

@@ -105,6 +105,40 @@ import Testing
         try expectBudgetKept(watched, closing: held.withLock { $0 })
     }
 
+    /// 200 line clients that each pipeline three MGETs of 1,000 profiles whose every byte is
+    /// sent escaped (28 MB of replies a client) and never read, at the default budget: another
+    /// client's GET is answered within 250 ms throughout, since a pass over a connection makes at
+    /// most its share of a reply and the loop polls between passes; the server grows by no more
+    /// than the clients' budget, and gives it back within seconds of their leaving.
+    @Test func clientsNeverReadingLargeMGETsHoldUpNoOtherClient() throws {
+        let watched = try Watched(budget: [])
+        try EscapedProfiles.store(through: try watched.server.connect())
+        let port = watched.server.port
+        let held = Locked<[Int32]>([])
+        let requests = EscapedProfiles.mget + EscapedProfiles.mget + EscapedProfiles.mget
+        try watched.during {
+            for _ in 0..<200 {
+                let fd = try rawLoopbackConnection(port: port)
+                held.withLock { $0.append(fd) }
+                _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            usleep(3_000_000)
+        }
+        let slowest = watched.slowest.withLock { $0 }
+        let grown = watched.peakKiB.withLock { $0 } - watched.startKiB
+        print("slow MGET readers: slowest GET \(Int(slowest * 1000)) ms, grew \(grown / 1024) MiB")
+        #expect(underSanitizer || slowest < 0.25, "a GET beside 200 clients not reading their MGETs took \(Int(slowest * 1000)) ms")
+        #expect(underSanitizer || grown <= 256 << 10, "resident memory grew by \(grown / 1024) MiB")
+        for fd in held.withLock({ $0 }) { close(fd) }
+        var resident = residentKiB(of: watched.server.pid) ?? 0
+        for _ in 0..<100 where resident - watched.startKiB >= 64 << 10 {
+            usleep(100_000)
+            resident = residentKiB(of: watched.server.pid) ?? 0
+        }
+        #expect(underSanitizer || resident - watched.startKiB < 64 << 10,
+                "resident memory stayed \((resident - watched.startKiB) / 1024) MiB above its start 10 s after the clients left")
+    }
+
     /// 300 connections each holding half a megabyte of a request, within the default budget
     /// (256 MiB): once they leave, what they held goes back to the system within seconds. (glibc
     /// kept about 46 MiB of such a peak of 150 MiB in its heap until asked to trim.)
