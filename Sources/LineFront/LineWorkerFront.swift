@@ -207,55 +207,20 @@ final class LineWorkerFront: WorkerFront {
 
     // MARK: Lookups
 
-    /// GET/MGET/EXISTS of one id: the cache first, then the store, filling the cache.
-    /// - Throws: the store's error; nothing was appended for this id then. `NeedsFetch.miss`
-    ///   when the fetchers read the store, having counted the lookup and nothing else;
-    ///   `NeedsFetch.leaseExpired` having counted nothing.
+    /// GET/MGET/EXISTS of one id, through the core's lookup (`RequestProcessor.lookUpEncoding`):
+    /// a VALUE line is the cache's own encoding, copied as it is, or encoded once where the
+    /// reply goes when the store reads it.
+    /// - Throws: the store's error; nothing was appended for this id then. `NeedsFetch` when
+    ///   the fetchers must read it, having counted nothing.
     func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
-        if !processor.cacheVouched { throw NeedsFetch.leaseExpired }
-        processor.counters.getLookups += 1
-        // A hit's reply line is copied straight to the end of the scratch, if it fits in what
-        // is left; EXISTS offers no room, as it needs only the outcome.
-        var outcome: CacheCopy
-        while true {
-            let room = exists ? 0 : processor.out.remaining
-            outcome = cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: room))
-            guard case .hit(let replyCount) = outcome, !exists, replyCount > room else { break }
-            // It did not fit: move the scratch to the connection's queue and look again.
-            precondition(processor.out.count > 0, "a cached reply longer than the whole reply scratch")
-            processor.spill(connection)
+        let found = try processor.lookUpEncoding(userId, copying: !exists, on: connection) { row in
+            reserveValueLine(row, connection)
+            return processor.out.end
         }
-        switch outcome {
-        case .hit(let replyCount):
-            processor.counters.cacheHits += 1
-            processor.counters.getHits += 1
-            if exists {
-                reply(ReplyEncoder.yes, connection)
-            } else {
-                processor.out.count += replyCount
-            }
-        case .absent:
-            processor.counters.cacheHits += 1
-            processor.counters.getMisses += 1
+        if let length = found {
+            if exists { reply(ReplyEncoder.yes, connection) } else { processor.out.count += length }
+        } else {
             appendAbsent(userId, exists: exists, connection)
-        case .miss(let ticket):
-            // Encode the VALUE line once, where the reply goes; the cache keeps a copy.
-            try processor.readMissed(userId, ticket: ticket, encodingAt: { row in
-                reserveValueLine(row, connection)
-                return processor.out.end
-            }) { encoded in
-                guard let encoded else {
-                    processor.counters.getMisses += 1
-                    appendAbsent(userId, exists: exists, connection)
-                    return
-                }
-                processor.counters.getHits += 1
-                if exists {
-                    reply(ReplyEncoder.yes, connection)
-                } else {
-                    processor.out.count += encoded.reply.count
-                }
-            }
         }
     }
 
@@ -477,8 +442,6 @@ final class LineWorkerFront: WorkerFront {
             if mustFetch { throw NeedsFetch.miss }
             try lookUp(userId, exists: verb == .exists, on: connection)
         } catch let reason as NeedsFetch {
-            // `lookUp` appends nothing and counts only the lookup before it throws this.
-            if reason == .miss && !mustFetch { processor.counters.getLookups -= 1 }
             fetch(verb, count: 1, reason, connection) { _ in userId }
         } catch {
             reply(storeError: error, to: connection)

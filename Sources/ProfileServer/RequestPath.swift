@@ -37,7 +37,7 @@ extension RequestProcessor {
     /// have room for it.
     /// - Throws: the store's error, or `NeedsFetch.miss` when the fetchers read this store;
     ///   `use` has not run then.
-    package func readMissed<R>(_ userId: UnsafeRawBufferPointer, ticket: FillTicket,
+    @usableFromInline package func readMissed<R>(_ userId: UnsafeRawBufferPointer, ticket: FillTicket,
                                encodingAt place: (ProfileRow) -> UnsafeMutableRawPointer,
                                _ use: (EncodedProfile?) -> R) throws -> R {
         do {

@@ -29,16 +29,16 @@ public final class RequestProcessor {
     /// How many requests one pass over a connection answers at most.
     package let requestsPerWakeup: Int
     public var out: ReplyBuffer
-    package var counters = RequestCounters()
+    @usableFromInline package var counters = RequestCounters()
     /// How this worker reads what the cache misses.
     package let reads: any WorkerReads
     package var jobs: [WriteJob] = []
     /// Reads of a shared store this pass made, for the fetchers.
     package var fetchJobs: [ReadJob] = []
-    package let cache: ProfileCache
+    @usableFromInline package let cache: ProfileCache
     /// Where a row read from the store for the cache alone (not into a reply) is encoded for
     /// it: room for the cache's longest encoding.
-    package let valueScratch: UnsafeMutableRawPointer
+    @usableFromInline package let valueScratch: UnsafeMutableRawPointer
     /// The ids a front's look-ahead gathers over a pass's pipelined reads, so that the cache's
     /// memory misses for all of them overlap (`ProfileCache.prefetch`); reused by every pass.
     package let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
@@ -50,7 +50,7 @@ public final class RequestProcessor {
     private(set) var passStart = 0
     /// Whether the cache may answer during the current pass: a shared store's lease, asked once
     /// per pass (`beginPass`); a store of this server's own always lets it.
-    package private(set) var cacheVouched = true
+    @usableFromInline package private(set) var cacheVouched = true
     @usableFromInline package var passKindCounts = [Int](repeating: 0, count: RequestKind.allCases.count)
     /// Bit n set: `passKindCounts[n]` is not zero (so a pass visits only the kinds it served).
     @usableFromInline package var passKindsSeen: UInt32 = 0

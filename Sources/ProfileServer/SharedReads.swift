@@ -8,7 +8,7 @@ import ProfileStore
 // answered when it comes back, in request order.
 
 /// Why a lookup cannot be answered on the event loop.
-package enum NeedsFetch: Error {
+@usableFromInline package enum NeedsFetch: Error {
     /// The cache does not hold the id.
     case miss
     /// The lease ran out: the cache may be missing invalidations, so it cannot answer.

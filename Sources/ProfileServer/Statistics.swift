@@ -6,13 +6,13 @@ import Synchronization
 /// Plain integers, touched only by the owning worker; `WorkerStatistics.publish` copies them
 /// into atomics once per wake-up so that STATS on any thread can read them without a lock
 /// and without a read-modify-write on the request path.
-package struct RequestCounters {
+@usableFromInline package struct RequestCounters {
     package init() {}
-    package var getLookups = 0
-    package var getHits = 0
-    package var getMisses = 0
-    package var cacheHits = 0
-    package var cacheMisses = 0
+    @usableFromInline package var getLookups = 0
+    @usableFromInline package var getHits = 0
+    @usableFromInline package var getMisses = 0
+    @usableFromInline package var cacheHits = 0
+    @usableFromInline package var cacheMisses = 0
     package var errors = 0
     /// Lookups of a shared store that bypassed the cache because its lease had run out.
     package var leaseExpiredReads = 0

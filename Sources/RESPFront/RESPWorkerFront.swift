@@ -441,8 +441,6 @@ final class RESPWorkerFront: WorkerFront {
         do {
             processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
         } catch let reason as NeedsFetch {
-            // The fetch counts the lookup, which `withProfile` counted before it threw.
-            processor.counters.getLookups -= 1
             if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
             fetch(.hgetall, arguments, connection)
         } catch {
@@ -471,67 +469,20 @@ final class RESPWorkerFront: WorkerFront {
         return try withProfile(key) { values in values.map { Self.copy($0.name, $0.portraitUri, to: scratch) } }
     }
 
-    /// Hands a key's profile to `use` (nil when the key names none): on a cache hit, views of
-    /// the cached entry, under its shard's lock, so `use` must only write into room already
-    /// reserved; else the store's row, once it has filled the cache. The views are valid only
-    /// during `use`.
-    /// - Throws: the store's error, or `NeedsFetch`, having counted the lookup and nothing
-    ///   else; `use` has not run then.
+    /// Hands a key's profile to `use` (nil when the key names none) through the core's lookup
+    /// (`RequestProcessor.withProfile`): on a cache hit, views of the cached entry, under its
+    /// shard's lock, so `use` must only write into room already reserved. A key without the
+    /// prefix counts as a lookup that missed; one whose id no profile may have reaches the
+    /// cache, which holds only ids, but not the store.
+    /// - Throws: the store's error, or `NeedsFetch`, having counted nothing; `use` has not run
+    ///   then.
     func withProfile<R>(_ key: UnsafeRawBufferPointer, _ use: (ProfileValues?) -> R) throws -> R {
-        processor.counters.getLookups += 1
         guard let userId = keyspace.possibleUserId(ofKey: key) else {
+            processor.counters.getLookups += 1
             processor.counters.getMisses += 1
             return use(nil)
         }
-        if !processor.cacheVouched {
-            guard RESPKeyspace.isUserId(userId) else {
-                processor.counters.getMisses += 1
-                return use(nil)
-            }
-            throw NeedsFetch.leaseExpired
-        }
-        // The closure touches nothing of the worker: it runs under the shard's lock.
-        let found: CacheLookupResult<R> = cache.lookup(userId) { outcome in
-            switch outcome {
-            case .hit(let profile): .hit(use(ProfileValues(name: profile.name, portraitUri: profile.portraitUri)))
-            case .absent: .absent(use(nil))
-            case .miss(let ticket): .miss(ticket)
-            }
-        }
-        let ticket: FillTicket
-        switch found {
-        case .hit(let answered):
-            processor.counters.cacheHits += 1
-            processor.counters.getHits += 1
-            return answered
-        case .absent(let answered):
-            processor.counters.cacheHits += 1
-            processor.counters.getMisses += 1
-            return answered
-        case .miss(let missed):
-            ticket = missed
-        }
-        // The cache holds only userIds; what it does not know is checked before the store is asked.
-        guard RESPKeyspace.isUserId(userId) else {
-            processor.counters.getMisses += 1
-            return use(nil)
-        }
-        let scratch = processor.valueScratch
-        return try processor.readMissed(userId, ticket: ticket, encodingAt: { _ in scratch }) { encoded in
-            guard let encoded else {
-                processor.counters.getMisses += 1
-                return use(nil)
-            }
-            processor.counters.getHits += 1
-            return use(ProfileValues(name: encoded.name, portraitUri: encoded.portraitUri))
-        }
-    }
-
-    /// What a cache lookup found, with what `withProfile`'s caller made of it.
-    private enum CacheLookupResult<R> {
-        case hit(R)
-        case absent(R)
-        case miss(FillTicket)
+        return try processor.withProfile(userId, mayBeStored: { RESPKeyspace.isUserId($0) }, use)
     }
 
     private static func copy(_ name: UnsafeRawBufferPointer, _ portraitUri: UnsafeRawBufferPointer,
