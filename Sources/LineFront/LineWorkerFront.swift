@@ -376,18 +376,13 @@ final class LineWorkerFront: WorkerFront {
 
     /// ERROR STORE with the reason, which names no file of the server; the log gets the whole error.
     func reply(storeError: any Error, to connection: Connection) {
-        if let error = storeError as? StoreError {
-            Log.warn("a read of the store failed", ["error": "\(error)"])
-            reply(storeFailure: error.reason, to: connection)
-        } else {
-            reply(storeFailure: "\(storeError)", to: connection)
-        }
+        reply(storeFailure: processor.storeFailureReason(storeError), to: connection)
     }
 
     func reply(storeFailure reason: String, to connection: Connection) {
         processor.counters.errors += 1
         var line: [UInt8] = Array("ERROR STORE ".utf8)
-        line.append(contentsOf: oneLine(reason).utf8.prefix(RequestProcessor.storeFailureReasonBytes))
+        line.append(contentsOf: RequestProcessor.storeFailureText(reason))
         line.append(0x0A)
         processor.reserve(line.count, connection)
         line.withUnsafeBytes { processor.out.append($0) }

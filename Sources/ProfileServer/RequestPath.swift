@@ -61,8 +61,22 @@ extension RequestProcessor {
         }
     }
 
-    /// The most bytes of a store failure's reason that its ERROR STORE line carries.
+    /// The most bytes of a store failure's reason that a front's error reply carries.
     package static let storeFailureReasonBytes = 1024
+
+    /// Why a read of the store failed, for the request's error reply: the store's reason,
+    /// which names no file of the server; the log gets the whole error.
+    package func storeFailureReason(_ error: any Error) -> String {
+        guard let error = error as? StoreError else { return "\(error)" }
+        Log.warn("a read of the store failed", ["error": "\(error)"])
+        return error.reason
+    }
+
+    /// A store failure's reason as an error reply carries it: on one line, and at most
+    /// `storeFailureReasonBytes` of it.
+    package static func storeFailureText(_ reason: String) -> [UInt8] {
+        Array(oneLine(reason).utf8.prefix(storeFailureReasonBytes))
+    }
 
     /// Whether a write in flight on the connection changes `userId` (a FLUSHALL changes every id).
     package func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {

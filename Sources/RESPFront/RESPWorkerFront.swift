@@ -905,18 +905,12 @@ final class RESPWorkerFront: WorkerFront {
 
     /// `-STORE <reason>`: a read of the store failed; the reason names no file of the server.
     func respStoreError(_ error: any Error, _ connection: Connection) {
-        let reason: String
-        if let error = error as? StoreError {
-            Log.warn("a read of the store failed", ["error": "\(error)"])
-            reason = error.reason
-        } else {
-            reason = "\(error)"
-        }
-        respStoreFailure(reason, connection)
+        respStoreFailure(processor.storeFailureReason(error), connection)
     }
 
+    /// `-STORE <reason>`, the reason on one line, as every error reply must be.
     func respStoreFailure(_ reason: String, _ connection: Connection) {
-        respError(.made(Array("STORE ".utf8) + Array(reason.utf8.prefix(RequestProcessor.storeFailureReasonBytes))), connection)
+        respError(.made(Array("STORE ".utf8) + RequestProcessor.storeFailureText(reason)), connection)
     }
 
     /// A reply whose store read failed halfway: replaced with `-STORE`.
