@@ -72,9 +72,9 @@ public final class Connection {
     /// Writes sent to the writer and not answered yet. While there are any, only more writes,
     /// and reads that can be answered ahead of them (`heldReplies`), are taken from the input,
     /// so replies keep request order.
-    package var writesInFlight: Int { unansweredWrites.count }
+    @inlinable public var writesInFlight: Int { unansweredWrites.count }
     /// The writes in flight, oldest first: what reads taken ahead of them must not touch.
-    package var unansweredWrites: [WriteJob] = []
+    @usableFromInline package var unansweredWrites: [WriteJob] = []
     /// Writes taken from the input since the connection opened.
     package var writesTaken = 0
     /// Writes answered since the connection opened: what releases `heldReplies`.
