@@ -47,24 +47,16 @@ extension RequestProcessor {
                 return use(nil)
             }
             let scratch = valueScratch
-            do {
-                return try readMissed(userId, ticket: ticket, encodingAt: { _ in scratch }) { encoded in
-                    countRead(found: encoded != nil)
-                    return use(encoded.map { ProfileValues(name: $0.name, portraitUri: $0.portraitUri) })
-                }
-            } catch let fetch as NeedsFetch {
-                throw fetch
-            } catch {
-                counters.getLookups += 1
-                throw error
+            return try readLookedUp(userId, ticket: ticket, encodingAt: { _ in scratch }) { encoded in
+                use(encoded.map { ProfileValues(name: $0.name, portraitUri: $0.portraitUri) })
             }
         }
     }
 
     /// Looks `userId` up for the front whose reply is the cache's own encoding
     /// (`CachedProfileEncoding`): leaves that encoding at the end of the reply scratch, not yet
-    /// counted in `out.count`, and returns its length; nil when there is no profile. With
-    /// `room` 0 (EXISTS: only the outcome) nothing is copied and the length is 0. A cached
+    /// counted in `out.count`, and returns its length; nil when there is no profile. Without
+    /// `copying` (EXISTS: only the outcome) nothing is copied and the length is 0. A cached
     /// encoding that does not fit the scratch's room moves the scratch to the connection's
     /// queue first; one read from the store is written where `place` says, after it reserved
     /// room for it.
@@ -90,17 +82,28 @@ extension RequestProcessor {
             countCached(hit: false)
             return nil
         case .miss(let ticket):
-            do {
-                return try readMissed(userId, ticket: ticket, encodingAt: place) { encoded in
-                    countRead(found: encoded != nil)
-                    return encoded.map { copying ? $0.reply.count : 0 }
-                }
-            } catch let fetch as NeedsFetch {
-                throw fetch
-            } catch {
-                counters.getLookups += 1
-                throw error
+            return try readLookedUp(userId, ticket: ticket, encodingAt: place) { encoded in
+                encoded.map { copying ? $0.reply.count : 0 }
             }
+        }
+    }
+
+    /// `readMissed` for a lookup the cache missed, counted as one: what the store found, or,
+    /// when it failed, a lookup that missed. A `NeedsFetch` counts nothing.
+    @inlinable @inline(__always)
+    func readLookedUp<R>(_ userId: UnsafeRawBufferPointer, ticket: FillTicket,
+                         encodingAt place: (ProfileRow) -> UnsafeMutableRawPointer,
+                         _ use: (EncodedProfile?) -> R) throws -> R {
+        do {
+            return try readMissed(userId, ticket: ticket, encodingAt: place) { encoded in
+                countRead(found: encoded != nil)
+                return use(encoded)
+            }
+        } catch let fetch as NeedsFetch {
+            throw fetch
+        } catch {
+            counters.getLookups += 1
+            throw error
         }
     }
 
