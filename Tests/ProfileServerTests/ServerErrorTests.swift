@@ -109,7 +109,12 @@ import Testing
     /// more than the limit, refuses the line when it comes.
     @Test func theByteBeyondTheLimitIsTooLongWhenItComes() throws {
         let server = try TestServer(["--max-line", "1024"])
-        let c = try server.connect()
+        try Self.expectTheByteBeyondTheLimitIsTooLong(on: try server.connect())
+    }
+
+    /// Sends a PING and a line of exactly `--max-line` 1024 bytes without its LF, then, once
+    /// the server has taken them in, one byte more: PONG, then ERROR TOOLONG and the close.
+    static func expectTheByteBeyondTheLimitIsTooLong(on c: ProfileConnection) throws {
         c.sendRaw(Array(("PING\nGET " + String(repeating: "a", count: 1024 - 4)).utf8))
         try c.flush()
         #expect(try c.line() == "PONG")
