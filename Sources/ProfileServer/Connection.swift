@@ -116,6 +116,9 @@ public final class Connection {
     /// Brings the connection back to work it already has (input left unserved, a paused
     /// reply), at the loop's lower priority (`Worker.resumePriority`).
     package var resumeEvent: OpaquePointer? = nil
+    /// Brings it back at normal priority should fresh work keep the loop busy
+    /// (`Worker.resumeBackstopMicroseconds`).
+    package var resumeBackstop: OpaquePointer? = nil
     package var reading = false
     package var writing = false
 
@@ -169,10 +172,12 @@ public final class Connection {
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
         if let resumeEvent { event_free(resumeEvent) }
+        if let resumeBackstop { event_free(resumeBackstop) }
         if let handshakeTimer { event_free(handshakeTimer) }
         readEvent = nil
         writeEvent = nil
         resumeEvent = nil
+        resumeBackstop = nil
         handshakeTimer = nil
         reading = false
         writing = false

@@ -72,6 +72,8 @@ package final class Worker: @unchecked Sendable {
     /// The event priorities (`event_base_priority_init`): sockets, the inbox and timers first.
     static let freshPriority: Int32 = 0
     static let resumePriority: Int32 = 1
+    /// How long a connection's resumed work waits behind fresh work at most.
+    static let resumeBackstopMicroseconds = 50_000
 
     init(index: Int, context: ServerContext) throws(SystemError) {
         self.index = index
@@ -242,9 +244,11 @@ package final class Worker: @unchecked Sendable {
         connection.readEvent = event_new(base, connection.fd, Int16(EV_READ | EV_PERSIST), connectionReadable, ctx)
         connection.writeEvent = event_new(base, connection.fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, ctx)
         connection.resumeEvent = event_new(base, -1, 0, connectionResumed, ctx)
+        connection.resumeBackstop = event_new(base, -1, 0, connectionResumed, ctx)
         event_priority_set(connection.readEvent, Self.freshPriority)
         event_priority_set(connection.writeEvent, Self.freshPriority)
         event_priority_set(connection.resumeEvent, Self.resumePriority)
+        event_priority_set(connection.resumeBackstop, Self.freshPriority)
         connections[ObjectIdentifier(connection)] = connection
         connection.session.attached(connection, to: self)
         if stopping {
@@ -564,6 +568,10 @@ package final class Worker: @unchecked Sendable {
         if connection.phase == .serving && !connection.handshaking && connection.jobsInFlight == 0 && !backlogged
             && connection.hasWorkWaiting {
             event_active(connection.resumeEvent, 0, 0)
+            // Should fresh work keep every turn busy, the backstop brings it back anyway: a
+            // X
+            var backstop = timeval(tv_sec: 0, tv_usec: Self.resumeBackstopMicroseconds)
+            event_add(connection.resumeBackstop, &backstop)
         }
     }
 
@@ -647,6 +655,9 @@ private func connectionReadable(_ fd: Int32, _ what: Int16, _ context: UnsafeMut
 
 private func connectionResumed(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+    // Whichever came first, the resume or its backstop, the other is done with.
+    event_del(connection.resumeEvent)
+    event_del(connection.resumeBackstop)
     connection.worker.readable(connection)
 }
 
