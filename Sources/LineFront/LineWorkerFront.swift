@@ -8,53 +8,88 @@ import ProfileStore
 import WireBytes
 
 /// The line protocol's front of one worker (docs/PROTOCOL.md): frames and decodes its
-/// connections' request lines, checks each request, and answers it through the worker's
-/// request path, in the line protocol.
+/// connections' request lines into what the core's request path serves, and encodes the
+/// answers as the line protocol's replies.
 ///
 /// Owned by its worker and used by that worker's thread only.
 final class LineWorkerFront: WorkerFront {
-    /// The worker's. The processor and the cache are `let`s here so that the request path
-    /// reaches them without reference counting.
+    /// The worker's, a `let` so that the request path reaches it without reference counting.
     let processor: RequestProcessor
-    let cache: ProfileCache
     let decoder = RequestDecoder()
     /// `--max-line`: the longest request line.
     let maxLine: Int
+    /// The request `decode` decoded last, until the next.
+    private var request = LineRequest.failed(.tooLong)
+
+    /// A decoded request line.
+    private enum LineRequest {
+        /// `GET <id>` in its plainest form, which needs neither the tokenizer nor the argument
+        /// checks (`RequestLines.plainGetUserId`).
+        case plainGet(UnsafeRawBufferPointer)
+        /// A line the decoder took: its verb, and once its arguments are checked, its command.
+        case verb(Verb)
+        case command(Verb, Command)
+        /// A line that gets this error.
+        case failed(ProtocolError)
+    }
 
     init(processor: RequestProcessor, maxLine: Int) {
         self.processor = processor
         self.maxLine = maxLine
-        cache = processor.cache
     }
 
-    /// The line protocol's `WorkerFront.serve`.
     func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
-        var used = 0
-        var budget = processor.requestsPerWakeup
-        prefetchLookups(bytes, count)
-        // An MGET left unfinished comes first: nothing after it is answered before it ends.
-        while used < count && budget > 0 && connection.isServing && connection.unfinishedReply == nil {
-            if processor.repliesMustPause(connection) { break }
-            let rest = UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used)
-            var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(rest), maxLine: maxLine)
-            if frame == .needMore && rest.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
-            switch frame {
-            case .needMore:
-                connection.needsMoreInput = true
-                return used
-            case .tooLong:
-                guard connection.jobsInFlight == 0 else { return used }
-                reply(error: .tooLong, to: connection)
-                connection.phase = .closing
-                return count
-            case .line(let contentCount, let consumed):
-                let line = UnsafeMutableRawBufferPointer(start: rest.baseAddress, count: contentCount)
-                guard serveLine(line, on: connection) else { return used }
-                used += consumed
-                budget -= 1
+        processor.serve(connection, bytes, count, front: self)
+    }
+
+    /// A line-protocol write's answer needs nothing before it.
+    func beforeAnswer(of job: WriteJob, on connection: Connection) {}
+
+    // MARK: Decoding
+
+    /// The ids the first complete lines of `bytes` look up (`RequestLines.idsAhead`).
+    func lookAhead(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection) -> Int {
+        var gathered = 0
+        let slots = processor.lookahead
+        RequestLines.idsAhead(bytes, count: count, limit: RequestProcessor.lookaheadSlots) { userId in
+            slots[gathered] = PrefetchSlot(key: userId)
+            gathered += 1
+        }
+        return gathered
+    }
+
+    @inline(__always)
+    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection) -> DecodedInput {
+        var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(input), maxLine: maxLine)
+        if frame == .needMore && input.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
+        switch frame {
+        case .needMore:
+            return .needMore
+        case .tooLong:
+            request = .failed(.tooLong)
+            return .malformed
+        case .line(let contentCount, let consumed):
+            let line = UnsafeMutableRawBufferPointer(start: input.baseAddress, count: contentCount)
+            if let userId = RequestLines.plainGetUserId(UnsafeRawBufferPointer(line)) {
+                request = .plainGet(userId)
+                return .request(consumed: consumed, requiredRole: Verb.get.requiredRole)
+            }
+            // Decoding unescapes quoted tokens in place; a line that may have to wait must
+            // come back unchanged, so while jobs are in flight a quoted line waits undecoded.
+            if connection.jobsInFlight > 0 && contentCount > 0 && memchr(line.baseAddress!, 0x22, contentCount) != nil {
+                return .waits
+            }
+            switch decoder.decode(line) {
+            case .empty:
+                return .skipped(consumed)
+            case .error(let error):
+                request = .failed(error)
+                return .request(consumed: consumed, requiredRole: .none)
+            case .request(let verb):
+                request = .verb(verb)
+                return .request(consumed: consumed, requiredRole: verb.requiredRole)
             }
         }
-        return used
     }
 
     /// Whether a byte has arrived after a line's worth of bytes without an LF, which makes the
@@ -71,93 +106,73 @@ final class LineWorkerFront: WorkerFront {
         return false
     }
 
-    /// Serves one request line. Returns false, leaving the line untouched, when it must wait
-    /// for the connection's requests in flight: only requests of the same kind may go on
-    /// (writes behind writes, a shared store's reads behind reads), since they are answered
-    /// in order, and reads whose replies can wait for the writes' (`answerAhead`); any other
-    /// reply would overtake theirs.
-    private func serveLine(_ line: UnsafeMutableRawBufferPointer, on connection: Connection) -> Bool {
-        let writesWaiting = connection.writesInFlight > 0
-        let readsWaiting = connection.readsInFlight > 0
-        let waiting = writesWaiting || readsWaiting
-        // A plain GET needs neither the tokenizer nor the argument checks (see `plainGetUserId`).
-        if !waiting && connection.role >= Verb.get.requiredRole,
-           let userId = RequestLines.plainGetUserId(UnsafeRawBufferPointer(line)) {
-            lookUpOne(.get, userId, mustFetch: false, connection)
-            if connection.readsInFlight == 0 { processor.countPass(.get) }
-            return true
-        }
-        // Decoding unescapes quoted tokens in place; a line we might have to leave for later
-        // must come back unchanged, so while waiting only unquoted lines are looked at.
-        if waiting && line.count > 0 && memchr(line.baseAddress!, 0x22, line.count) != nil { return false }
-        let verb: Verb
-        switch decoder.decode(line) {
-        case .empty:
-            return true
-        case .error(let error):
-            if waiting { return false }
-            reply(error: error, to: connection)
-            return true
-        case .request(let decoded):
-            verb = decoded
-        }
-        if writesWaiting && !verb.isWrite { return answerAhead(verb, on: connection) }
-        if readsWaiting && !verb.isFetched { return false }
-        if verb.requiredRole > connection.role {
-            if waiting { return false }
-            reply(error: connection.role == .none ? .noAuth : .roleDenied, to: connection)
-            return true
-        }
-        switch decoder.command() {
-        case .failure(let error):
-            if waiting { return false }
-            reply(error: error, to: connection)
-        case .success(let command):
-            let fetching = connection.readsInFlight
-            execute(command, on: connection, mustFetch: readsWaiting)
-            if !verb.isWrite && connection.readsInFlight == fetching { processor.countPass(verb.kind) }
-        }
-        return true
-    }
+    /// Decoding changed nothing of a line that waits (a quoted one waits undecoded).
+    func putBack(on connection: Connection) {}
 
-    /// A GET or EXISTS decoded while writes of the connection are in flight: answered now when
-    /// none of those writes touches its id, its reply held until theirs are written
-    /// (`HeldReplies`). Returns false, leaving the line for later, when it must wait instead:
-    /// any other request, or one `RequestProcessor.mayAnswerAhead` refuses.
-    private func answerAhead(_ verb: Verb, on connection: Connection) -> Bool {
-        guard verb == .get || verb == .exists, verb.requiredRole <= connection.role,
-              processor.mayAnswerAhead(needing: Self.heldReplyRoom, on: connection),
-              case .success(let command) = decoder.command() else { return false }
-        let userId: UnsafeRawBufferPointer
-        switch command {
-        case .get(let id), .exists(let id): userId = id
-        default: return false
+    @inline(__always)
+    func shape(on connection: Connection) -> RequestShape {
+        let verb: Verb
+        switch request {
+        case .plainGet:
+            return .lookups(Lookups(kind: .get, count: 1, heldReplyRoom: Self.heldReplyRoom))
+        case .failed:
+            return .immediate(counted: nil)
+        case .command(let checked, _):
+            verb = checked
+        case .verb(let decoded):
+            switch decoder.command() {
+            case .failure(let error):
+                request = .failed(error)
+                return .immediate(counted: nil)
+            case .success(let command):
+                request = .command(decoded, command)
+                verb = decoded
+            }
         }
-        guard !processor.writesInFlight(touch: userId, on: connection) else { return false }
-        processor.holdReply(on: connection) { execute(command, on: connection, mustFetch: false) }
-        processor.countPass(verb.kind)
-        return true
+        switch verb {
+        case .get, .exists: return .lookups(Lookups(kind: verb.kind, count: 1, heldReplyRoom: Self.heldReplyRoom))
+        case .mget:
+            guard case .command(_, .mget(let count)) = request else { preconditionFailure("an MGET without its ids") }
+            return .lookups(Lookups(kind: .mget, count: count, heldReplyRoom: 0, inParts: true))
+        case .count, .recent, .scan: return .listing(verb.kind)
+        case .set, .mset, .update, .del, .flushall: return .write
+        case .ping, .stats, .auth, .quit: return .immediate(counted: verb.kind)
+        }
     }
 
     /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
     /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
     static let heldReplyRoom = max(LineCacheEncoding.valueLineCapacity, "ERROR STORE \n".utf8.count + RequestProcessor.storeFailureReasonBytes)
 
-    // Inlined into serveLine, its only caller, so the command is not copied to be passed on.
-    /// `mustFetch`: reads of a shared store are in flight on the connection, so a lookup goes
-    /// to the fetchers too, to be answered in order, whatever the cache holds.
+    // MARK: Answers
+
+    func answerMalformed(on connection: Connection) {
+        if case .failed(let error) = request { reply(error: error, to: connection) }
+    }
+
+    func answerDenied(on connection: Connection) {
+        reply(error: connection.role == .none ? .noAuth : .roleDenied, to: connection)
+    }
+
+    func execute(on connection: Connection) {
+        switch request {
+        case .failed(let error):
+            reply(error: error, to: connection)
+        case .command(_, let command):
+            execute(command, on: connection)
+        case .plainGet, .verb:
+            preconditionFailure("a lookup, or a line whose arguments were not checked")
+        }
+    }
+
+    // Inlined into execute, its only caller, so the command is not copied to be passed on.
     @inline(__always)
-    private func execute(_ command: Command, on connection: Connection, mustFetch: Bool) {
+    private func execute(_ command: Command, on connection: Connection) {
         switch command {
         case .ping:
             reply(ReplyEncoder.pong, connection)
-        case .get(let userId):
-            lookUpOne(.get, userId, mustFetch: mustFetch, connection)
-        case .exists(let userId):
-            lookUpOne(.exists, userId, mustFetch: mustFetch, connection)
-        case .mget(let count):
-            let decoder = self.decoder
-            lookUpMany(count: count, mustFetch: mustFetch, connection) { decoder.argument($0) }
+        case .get, .exists, .mget:
+            preconditionFailure("lookups are the core's")
         case .count:
             processor.readListing(.count, answer: LineReadAnswer.count, kind: .count, arguments: 0,
                         argument: { _ in fatalError("COUNT has no arguments") }, connection)
@@ -207,11 +222,41 @@ final class LineWorkerFront: WorkerFront {
 
     // MARK: Lookups
 
-    /// GET/MGET/EXISTS of one id, through the core's lookup (`RequestProcessor.lookUpEncoding`):
-    /// a VALUE line is the cache's own encoding, copied as it is, or encoded once where the
-    /// reply goes when the store reads it.
+    /// GET or EXISTS: a VALUE line, NOT_FOUND, YES or NO.
+    @inline(__always)
+    func answerLookup(_ index: Int, on connection: Connection) throws {
+        switch request {
+        case .plainGet(let userId): try lookUp(userId, exists: false, on: connection)
+        case .command(_, .get(let userId)): try lookUp(userId, exists: false, on: connection)
+        case .command(_, .exists(let userId)): try lookUp(userId, exists: true, on: connection)
+        default: preconditionFailure("not a lookup of one id")
+        }
+    }
+
+    /// GET and EXISTS end with their one line.
+    @inline(__always)
+    func endLookups(on connection: Connection) {}
+
+    /// An MGET's line for one id.
+    func answerPart(of userId: UnsafeRawBufferPointer, on connection: Connection) throws {
+        try lookUp(userId, exists: false, on: connection)
+    }
+
+    /// An MGET's END.
+    func endParts(on connection: Connection) {
+        reply(ReplyEncoder.end, connection)
+    }
+
+    func answerStoreFailure(_ reason: String, on connection: Connection) {
+        reply(storeFailure: reason, to: connection)
+    }
+
+    /// A line's id through the core's lookup (`RequestProcessor.lookUpEncoding`): a VALUE line
+    /// is the cache's own encoding, copied as it is, or encoded once where the reply goes when
+    /// the store reads it.
     /// - Throws: the store's error; nothing was appended for this id then. `NeedsFetch` when
     ///   the fetchers must read it, having counted nothing.
+    @inline(__always)
     func lookUp(_ userId: UnsafeRawBufferPointer, exists: Bool, on connection: Connection) throws {
         let found = try processor.lookUpEncoding(userId, copying: !exists, on: connection) { row in
             reserveValueLine(row, connection)
@@ -224,112 +269,36 @@ final class LineWorkerFront: WorkerFront {
         }
     }
 
-    /// An MGET's lines and END, from the cache, else the store; once its reply must pause
-    /// (`RequestProcessor.repliesMustPause`) the ids left are kept to be answered later
-    /// (`UnfinishedLookups`). Its reply begins at `mark`, when the counters were `before`.
-    /// - Throws: the store's error or `NeedsFetch`; the reply so far must then be taken back.
-    func lookUpMGET(count: Int, on connection: Connection, since mark: RequestProcessor.Mark, countersBefore before: RequestCounters,
-                    id: (Int) -> UnsafeRawBufferPointer) throws {
-        for i in 0..<count {
-            if i > 0 && processor.repliesMustPause(connection) {
-                // What was made of the reply waits in the connection's queue, held back until
-                // every id left is in the cache (`continueLookups`).
-                processor.spill(connection)
-                connection.unfinishedLookups = UnfinishedLookups(count, next: i, replyStart: mark.queued + mark.count,
-                                                                 counted: processor.counters.lookups(since: before), id: id)
-                return
-            }
-            try lookUp(id(i), exists: false, on: connection)
+    // MARK: Lookups the fetchers make
+
+    /// The ids are the line's arguments, as they are.
+    func lookupUserId(_ index: Int) -> UnsafeRawBufferPointer? { argument(index) }
+
+    var argumentCount: Int {
+        switch request {
+        case .command(_, .mget(let count)): count
+        default: 1
         }
-        reply(ReplyEncoder.end, connection)
     }
 
-    /// How many of an unfinished MGET's ids one pass looks for in the cache, and how many of
-    /// those it reads from the store, before its reply may be sent: a store read costs tens of
-    /// lookups, and the pass must stay short.
-    static let preReadLookupsPerPass = 256
-    static let preReadStoreReadsPerPass = 4
-
-    /// Reads `userId` from the store into the cache unless the cache holds it or its absence;
-    /// true when it read the store.
-    /// - Throws: the store's error; `NeedsFetch.miss` when the store is read by the fetchers.
-    private func readIntoCache(_ userId: UnsafeRawBufferPointer) throws -> Bool {
-        guard case .miss(let ticket) = cache.lookup(userId, copyingReplyInto: UnsafeMutableRawBufferPointer(start: processor.out.end, count: 0))
-        else { return false }
-        let scratch = processor.valueScratch
-        try processor.readMissed(userId, ticket: ticket, encodingAt: { _ in scratch }) { _ in }
-        return true
-    }
-
-    /// Goes on with an unfinished MGET, and ends its reply once its ids are all answered; true
-    /// when no MGET is left unfinished.
-    ///
-    /// First the ids left are read into the cache, a few a pass (`preReadLookupsPerPass`,
-    /// `preReadStoreReadsPerPass`), while the reply
-    /// made so far is held back: a store failure then replaces the whole reply with ERROR
-    /// STORE, and over a shared store that must read one of them, the fetchers read the whole
-    /// MGET instead. Then the ids are answered as far as each pass may (`repliesMustPause`).
-    /// The cache holds what they had by then, unless it dropped them since (or, over a shared
-    /// store, its lease ran out): then the store reads them, and over a shared store the
-    /// fetchers read every id left and answer the rest of the reply. If the store fails then,
-    /// part of the reply is already sent and cannot be replaced: the connection is closed after
-    /// what was sent, which no client can take for a whole reply.
-    func continueLookups(_ connection: Connection) -> Bool {
-        guard let lookups = connection.unfinishedLookups else { return true }
-        if lookups.holdsReply {
-            var lookupsLeft = Self.preReadLookupsPerPass, storeReadsLeft = Self.preReadStoreReadsPerPass
-            do {
-                while lookups.holdsReply && lookupsLeft > 0 && storeReadsLeft > 0 {
-                    if try lookups.withNextToRead({ try readIntoCache($0) }) { storeReadsLeft -= 1 }
-                    lookups.advancePreRead()
-                    lookupsLeft -= 1
-                }
-            } catch let reason as NeedsFetch {
-                connection.dropQueuedOutput(after: lookups.replyStart)
-                connection.unfinishedLookups = nil
-                processor.counters.takeBack(lookups.counted)
-                lookups.withIds(from: 0) { count, id in fetch(.mget, count: count, reason, connection, id: id) }
-                return false
-            } catch {
-                connection.dropQueuedOutput(after: lookups.replyStart)
-                connection.unfinishedLookups = nil
-                reply(storeError: error, to: connection)
-                return true
-            }
-            if lookups.holdsReply { return false }
+    func argument(_ index: Int) -> UnsafeRawBufferPointer {
+        switch request {
+        case .plainGet(let userId): userId
+        case .command(_, .get(let userId)), .command(_, .exists(let userId)): userId
+        default: decoder.argument(index)
         }
-        while !lookups.isDone {
-            if processor.repliesMustPause(connection) { return false }
-            do {
-                try lookups.withNext { try lookUp($0, exists: false, on: connection) }
-            } catch is NeedsFetch {
-                lookups.withIds(from: lookups.next) { count, id in
-                    processor.submitFetch(.lookups, answer: LineReadAnswer.restOfMGET, kind: nil, arguments: count, argument: id,
-                                lookups: Array(0..<count),
-                                keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
-                }
-                connection.unfinishedLookups = nil
-                return false
-            } catch {
-                connection.unfinishedLookups = nil
-                abandonPartlySentMGET(on: connection, "\(error)")
-                return false
-            }
-            lookups.advance()
-        }
-        connection.unfinishedLookups = nil
-        reply(ReplyEncoder.end, connection)
-        return true
     }
 
-    /// A store read failed for an MGET whose reply is partly sent: no error can replace it
-    /// (PROTOCOL.md, Backpressure), so the connection closes after what was sent.
-    func abandonPartlySentMGET(on connection: Connection, _ failure: String) {
-        Log.warn("a store read failed in the middle of an MGET reply already partly sent; closing the connection",
-                 ["error": failure])
-        processor.counters.errors += 1
-        connection.phase = .closing
+    func argumentIndex(ofLookup index: Int) -> Int { index }
+
+    var keyPrefixCount: Int { 0 }
+
+    func fetchAnswer(for kind: RequestKind, restOfParts: Bool) -> any ReadAnswer {
+        if restOfParts { return LineReadAnswer.restOfMGET }
+        return LineReadAnswer.lookups(kind == .exists ? .exists : kind == .mget ? .mget : .get)
     }
+
+    // MARK: Replies
 
     func appendAbsent(_ userId: UnsafeRawBufferPointer, exists: Bool, _ connection: Connection) {
         if exists {
@@ -374,11 +343,7 @@ final class LineWorkerFront: WorkerFront {
         processor.out.count += error.write(to: processor.out.end)
     }
 
-    /// ERROR STORE with the reason, which names no file of the server; the log gets the whole error.
-    func reply(storeError: any Error, to connection: Connection) {
-        reply(storeFailure: processor.storeFailureReason(storeError), to: connection)
-    }
-
+    /// ERROR STORE with the reason, which names no file of the server.
     func reply(storeFailure reason: String, to connection: Connection) {
         processor.counters.errors += 1
         var line: [UInt8] = Array("ERROR STORE ".utf8)
@@ -386,15 +351,6 @@ final class LineWorkerFront: WorkerFront {
         line.append(0x0A)
         processor.reserve(line.count, connection)
         line.withUnsafeBytes { processor.out.append($0) }
-    }
-
-    /// A multi-line reply whose store read failed halfway: replace it with ERROR STORE.
-    ///
-    /// Nothing is sent while a request is served, so all of the reply is still here: after the
-    /// mark in the scratch, or, once it outgrew the scratch, at the end of the connection's queue.
-    private func failStore(since mark: RequestProcessor.Mark, on connection: Connection, _ error: any Error) {
-        processor.takeBack(since: mark, on: connection)
-        reply(storeError: error, to: connection)
     }
 
     func writeStatistics(_ connection: Connection) {
@@ -413,68 +369,6 @@ final class LineWorkerFront: WorkerFront {
         }
         reply(ReplyEncoder.end, connection)
     }
-
-    /// Prefetches the cache entries of the ids the first complete lines of `bytes` look up
-    /// (`RequestLines.idsAhead`), when there are two or more.
-    func prefetchLookups(_ bytes: UnsafeRawPointer, _ count: Int) {
-        var gathered = 0
-        let slots = processor.lookahead
-        RequestLines.idsAhead(bytes, count: count, limit: RequestProcessor.lookaheadSlots) { userId in
-            slots[gathered] = PrefetchSlot(key: userId)
-            gathered += 1
-        }
-        if gathered >= 2 {
-            cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
-        }
-    }
-
-    /// GET or EXISTS: from the cache, else from the store this worker reads; when the fetchers
-    /// read the store (`NeedsFetch`: the cache may not answer or misses, or reads of the
-    /// connection are with them already), from them, to be answered in order.
-    @inline(__always)
-    private func lookUpOne(_ verb: Verb, _ userId: UnsafeRawBufferPointer, mustFetch: Bool, _ connection: Connection) {
-        do {
-            if mustFetch { throw NeedsFetch.miss }
-            try lookUp(userId, exists: verb == .exists, on: connection)
-        } catch let reason as NeedsFetch {
-            fetch(verb, count: 1, reason, connection) { _ in userId }
-        } catch {
-            reply(storeError: error, to: connection)
-        }
-    }
-
-    /// MGET as `lookUpOne` reads one id; once one id must be fetched, all of them are, and
-    /// a store failure replaces the whole reply.
-    private func lookUpMany(count: Int, mustFetch: Bool, _ connection: Connection, id: (Int) -> UnsafeRawBufferPointer) {
-        let mark = RequestProcessor.Mark(processor, connection)
-        let countersBefore = processor.counters
-        do {
-            if mustFetch { throw NeedsFetch.miss }
-            try lookUpMGET(count: count, on: connection, since: mark, countersBefore: countersBefore, id: id)
-        } catch let reason as NeedsFetch {
-            processor.takeBack(since: mark, on: connection)
-            processor.counters = countersBefore
-            fetch(.mget, count: count, reason, connection, id: id)
-        } catch {
-            failStore(since: mark, on: connection, error)
-        }
-    }
-
-    /// Hands every id of a GET, EXISTS or MGET to the fetchers, which answer and count them.
-    private func fetch(_ verb: Verb, count: Int, _ reason: NeedsFetch, _ connection: Connection,
-                       id: (Int) -> UnsafeRawBufferPointer) {
-        if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
-        processor.submitFetch(.lookups, answer: LineReadAnswer.lookups(verb), kind: verb.kind, arguments: count, argument: id,
-                    lookups: Array(0..<count), keyPrefix: 0, tickets: (0..<count).map { processor.fillTicket(id($0)) }, connection)
-    }
-}
-
-
-extension LineWorkerFront {
-    func resume(_ connection: Connection) -> Bool { continueLookups(connection) }
-
-    /// A line-protocol write's answer needs nothing before it.
-    func beforeAnswer(of job: WriteJob, on connection: Connection) {}
 }
 
 /// The line protocol as the server registers it (docs/PROTOCOL.md): its listeners' refusal,
@@ -572,7 +466,7 @@ enum LineWriteAnswer: WriteAnswer {
 enum LineReadAnswer: ReadAnswer {
     /// GET, EXISTS or MGET: a line per id, then END after an MGET's.
     case lookups(Verb)
-    /// The ids an MGET had left once part of its reply was sent (`LineWorkerFront.continueLookups`): the
+    /// The ids an MGET had left once part of its reply was sent (`RequestProcessor.continueLookups`): the
     /// rest of its reply, then END; a failure closes the connection, as no error can replace
     /// what was sent.
     case restOfMGET
@@ -585,7 +479,7 @@ enum LineReadAnswer: ReadAnswer {
         let front = unsafeDowncast(front, to: LineWorkerFront.self)
         let connection = job.connection
         if let failure = job.failure {
-            if case .restOfMGET = self { return front.abandonPartlySentMGET(on: connection, failure) }
+            if case .restOfMGET = self { return front.processor.abandonPartlySentReply(on: connection, failure) }
             return front.reply(storeFailure: failure, to: connection)
         }
         switch self {
@@ -673,27 +567,5 @@ package struct LineCacheEncoding: CachedProfileEncoding {
                               userIdInReply: layout.userId.map { UnsafeRawBufferPointer(start: out + $0, count: row.userId.count) },
                               name: value(row.name, at: layout.name),
                               portraitUri: value(row.portraitUri, at: layout.portraitUri))
-    }
-}
-
-extension RequestCounters {
-    /// What the lookups counted since `earlier`: the counters an MGET moved.
-    func lookups(since earlier: RequestCounters) -> RequestCounters {
-        var counted = RequestCounters()
-        counted.getLookups = getLookups - earlier.getLookups
-        counted.getHits = getHits - earlier.getHits
-        counted.getMisses = getMisses - earlier.getMisses
-        counted.cacheHits = cacheHits - earlier.cacheHits
-        counted.cacheMisses = cacheMisses - earlier.cacheMisses
-        return counted
-    }
-
-    /// Takes back what `lookups(since:)` counted: the request is counted again elsewhere.
-    mutating func takeBack(_ counted: RequestCounters) {
-        getLookups -= counted.getLookups
-        getHits -= counted.getHits
-        getMisses -= counted.getMisses
-        cacheHits -= counted.cacheHits
-        cacheMisses -= counted.cacheMisses
     }
 }

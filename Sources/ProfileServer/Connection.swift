@@ -25,7 +25,7 @@ package protocol FrontSession: AnyObject {
 /// the connection holds it, and counts it in the clients' memory.
 ///
 /// Owned by its connection; the worker thread that holds the connection.
-package protocol UnfinishedReply: AnyObject {
+@usableFromInline package protocol UnfinishedReply: AnyObject {
     /// What it holds, for the clients' memory.
     var byteCount: Int { get }
     /// Whether nothing queued on the connection may be sent yet: the front must still learn
@@ -68,7 +68,7 @@ public final class Connection {
         if case .serving = phase { return true }
         return false
     }
-    package var role: Role
+    @usableFromInline package var role: Role
     /// Writes sent to the writer and not answered yet. While there are any, only more writes,
     /// and reads that can be answered ahead of them (`heldReplies`), are taken from the input,
     /// so replies keep request order.
@@ -83,12 +83,12 @@ public final class Connection {
     package var heldReplies = HeldReplies()
     /// Reads sent to the fetchers (a shared store's) and not answered yet. While there are
     /// any, only more such reads are taken from the input.
-    package var readsInFlight = 0
+    @usableFromInline package var readsInFlight = 0
     /// Requests of this connection that another thread is working on.
-    package var jobsInFlight: Int { writesInFlight + readsInFlight }
+    @inlinable public var jobsInFlight: Int { writesInFlight + readsInFlight }
     /// A reply of many parts made as far as the high-water mark, whose front makes the rest as
-    /// the client reads (`WorkerFront.resume`); no later request is served before it ends.
-    package var unfinishedReply: (any UnfinishedReply)? = nil
+    /// the client reads (`RequestProcessor.continueLookups`); no later request is served before it ends.
+    @usableFromInline package var unfinishedReply: (any UnfinishedReply)? = nil
     /// The peer shut down its sending side: answer what arrived, then close.
     package var peerClosed = false
 
@@ -96,7 +96,7 @@ public final class Connection {
     var pending: PendingInput
     /// The last pass over the input stopped for want of bytes: what is pending is the start
     /// of a request, not a whole one left for later.
-    package var needsMoreInput = false
+    @usableFromInline package var needsMoreInput = false
 
     /// The transport's handshake has not finished: nothing is read as requests yet.
     package var handshaking: Bool

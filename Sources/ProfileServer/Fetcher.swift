@@ -8,7 +8,7 @@ import WireBytes
 /// it could not be, from the job.
 ///
 /// Made by a worker with its job, used by that worker when the job is answered.
-package protocol ReadAnswer {
+public protocol ReadAnswer {
     /// Writes the job's answer (its reply, or the store's failure) through the front that took
     /// the request, on the worker that took it.
     func write(_ job: ReadJob, through front: any WorkerFront)
@@ -21,7 +21,7 @@ package protocol ReadAnswer {
 ///
 /// Created by a worker, filled in by a fetcher or by that worker, answered by that worker: each
 /// side touches it only while the other cannot (the queue hand-offs order the accesses).
-package final class ReadJob: @unchecked Sendable {
+public final class ReadJob: @unchecked Sendable {
     /// What is read.
     package enum Read {
         /// The profiles of `lookups`.

@@ -47,24 +47,76 @@ package struct ServerFronts: Sendable {
     static let respIndex = 1
 }
 
-/// One front's part of one worker: decodes its connections' requests, checks each, and answers
-/// them through the worker's request processor, in its wire format.
+/// One front's part of one worker: decodes its connections' requests and encodes their
+/// answers, in its wire format. The core's request path (`RequestProcessor.serve`) asks it
+/// what each request is and when to answer it; the front never decides the order, the reads,
+/// the role check or the take-back of a failed reply itself.
 ///
 /// Owned by its worker and used by that worker's thread only.
-package protocol WorkerFront: AnyObject {
-    /// Serves the whole requests at the start of `bytes`; returns how many bytes it used.
-    ///
-    /// Stops early at the per-wake-up budget, when replies pile up, when a request must wait
-    /// for this connection's jobs in flight, and at a request that ends the connection; sets
-    /// `needsMoreInput` when it stopped for want of bytes.
+public protocol WorkerFront: AnyObject {
+    /// Serves the whole requests at the start of `bytes`; returns how many bytes it used. A
+    /// front calls `RequestProcessor.serve` with itself, so that the core's request path is
+    /// compiled for it.
     func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int
-    /// Goes on with a reply that backpressure left unfinished, as far as the high-water mark
-    /// lets it; true when nothing is left unfinished.
-    func resume(_ connection: Connection) -> Bool
     /// Writes what must go before the answer of a write the connection sent (RESP: the
     /// invalidations the write made for this connection, so a client cache never serves the
     /// old value after the write is acknowledged).
     func beforeAnswer(of job: WriteJob, on connection: Connection)
+
+    // MARK: Decoding
+
+    /// Looks at the first whole requests of `bytes` before any is served, and leaves in the
+    /// processor's `lookahead` the ids they look up; returns how many.
+    func lookAhead(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection) -> Int
+    /// Decodes the request at the start of `input`, and keeps it until the next call.
+    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection) -> DecodedInput
+    /// The request just decoded must wait: forget it, and anything decoding it changed, so
+    /// that a later pass decodes it again from its first byte.
+    func putBack(on connection: Connection)
+    /// What the request just decoded is, once its role was checked: its checks and anything
+    /// that only the front knows (a transaction being queued) decide.
+    func shape(on connection: Connection) -> RequestShape
+
+    // MARK: Answers
+
+    /// Answers input that cannot be a request (`DecodedInput.malformed`).
+    func answerMalformed(on connection: Connection)
+    /// Answers a request the connection's role may not make: it has not authenticated
+    /// (`connection.role == .none`), or its role is too low.
+    func answerDenied(on connection: Connection)
+    /// Answers an `immediate` request, or hands on a `write` or a `listing`.
+    func execute(on connection: Connection)
+    /// Lookup `index` of the request's `Lookups`, answered through the processor's
+    /// `withProfile` or `lookUpEncoding`.
+    /// - Throws: what those throw; a lookup that throws wrote and counted nothing.
+    func answerLookup(_ index: Int, on connection: Connection) throws
+    /// Ends the reply of the request's lookups, all answered.
+    func endLookups(on connection: Connection)
+    /// One part of a reply in parts (`Lookups.inParts`), from its id alone: the request may
+    /// be gone by then.
+    /// - Throws: as `answerLookup`.
+    func answerPart(of userId: UnsafeRawBufferPointer, on connection: Connection) throws
+    /// Ends a reply in parts whose parts are all answered; the request may be gone by then.
+    func endParts(on connection: Connection)
+    /// Answers a request whose read of the store failed, for `reason` (the store's, which
+    /// names no file of the server).
+    func answerStoreFailure(_ reason: String, on connection: Connection)
+
+    // MARK: Lookups the fetchers make
+
+    /// The profile id lookup `index` of the request reads; nil when it names none (a key
+    /// without the prefix), which no write touches and no fetcher reads.
+    func lookupUserId(_ index: Int) -> UnsafeRawBufferPointer?
+    /// The request's arguments, copied into a fetch for its answer to read, and which of them
+    /// lookup `index` names, past `keyPrefixCount` bytes.
+    var argumentCount: Int { get }
+    func argument(_ index: Int) -> UnsafeRawBufferPointer
+    func argumentIndex(ofLookup index: Int) -> Int
+    var keyPrefixCount: Int { get }
+    /// How the fetchers' reads of the request's lookups are answered; for lookups in parts,
+    /// from the ids alone as arguments (the request may be gone), and with `restOfParts`, the
+    /// parts left of a reply partly sent and its end.
+    func fetchAnswer(for kind: RequestKind, restOfParts: Bool) -> any ReadAnswer
 }
 
 /// Who hears of the changes the core commits or learns of, once the cache holds what they left.

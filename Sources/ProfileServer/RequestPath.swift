@@ -5,25 +5,25 @@ import ProfileModel
 import ProfileStore
 import WireBytes
 
-// The request path both fronts share, on the worker's thread: a connection's session serves
-// its input (`LineWorkerFront`, `RESPWorkerFront`), and answers through these: the reply scratch and its
-// high-water mark, replies held behind writes in flight, and writes handed to the writer.
+// The parts of the request path (`RequestProcessor.serve`) that fronts answer through, on the
+// worker's thread: the reply scratch and its high-water mark, replies held behind writes in
+// flight, writes handed to the writer, and a store failure's reason.
 
 extension RequestProcessor {
     /// Whether a read decoded while the connection's writes are in flight may be answered at
     /// once, its reply held until theirs are written (`holdReply`): only where this worker
     /// reads the store itself, no read of the connection is with the fetchers, the scratch
     /// has `room` for the read's longest reply (so answering it never spills), and less than
-    /// the high-water mark is held already. The front then checks that none of those writes
+    /// the high-water mark is held already. `answerAhead` then checks that none of those writes
     /// touches what the read reads (`writesInFlight(touch:on:)`).
-    package func mayAnswerAhead(needing room: Int, on connection: Connection) -> Bool {
+    func mayAnswerAhead(needing room: Int, on connection: Connection) -> Bool {
         reads.readsAtOnce && connection.readsInFlight == 0 && out.remaining >= room
             && connection.heldReplies.byteCount < outputHighWater
     }
 
     /// Holds the reply `answer` writes into the scratch (which must have room for all of it)
     /// until the writes the connection has taken so far are answered.
-    package func holdReply(on connection: Connection, _ answer: () -> Void) {
+    func holdReply(on connection: Connection, _ answer: () -> Void) {
         let start = out.count
         answer()
         connection.heldReplies.hold(UnsafeRawBufferPointer(start: out.base + start, count: out.count - start),
@@ -79,7 +79,7 @@ extension RequestProcessor {
     }
 
     /// Whether a write in flight on the connection changes `userId` (a FLUSHALL changes every id).
-    package func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
+    func writesInFlight(touch userId: UnsafeRawBufferPointer, on connection: Connection) -> Bool {
         for job in connection.unansweredWrites {
             for index in 0..<job.operationCount {
                 guard let written = job.userId(at: index) else { return true }
@@ -133,18 +133,8 @@ extension RequestProcessor {
         if out.remaining < count { spill(connection) }
     }
 
-    /// Where a multi-line reply began, so a store failure halfway can take it back.
-    package struct Mark {
-        package let count: Int
-        package let queued: Int
-        package init(_ processor: RequestProcessor, _ connection: Connection) {
-            count = processor.out.count
-            queued = connection.queuedOutput
-        }
-    }
-
     /// Drops what was written of the reply begun at the mark.
-    package func takeBack(since mark: Mark, on connection: Connection) {
+    func takeBack(since mark: ReplyMark, on connection: Connection) {
         if connection.queuedOutput == mark.queued {
             out.count = mark.count
         } else {

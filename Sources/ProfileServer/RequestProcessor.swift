@@ -5,11 +5,11 @@ import ProfileModel
 import ProfileStore
 import ProfileSystem
 
-/// The request path both fronts share, for one worker: the reply scratch and its budget, the
-/// cache and the store's reads (`WorkerReads`), writes handed to the writer, reads queued for
-/// the fetchers, and the pass's counters. It names no protocol: a front (`LineWorkerFront`,
-/// `RESPWorkerFront`) decodes a request, asks this for what it needs, and encodes the answer into
-/// its scratch.
+/// The request path every front shares, for one worker: it serves a connection's input
+/// (`serve`: order, role, lookups, fetches, take-back), with the reply scratch and its budget,
+/// the cache and the store's reads (`WorkerReads`), writes handed to the writer, reads queued
+/// for the fetchers, and the pass's counters. It names no protocol: a front (`WorkerFront`)
+/// decodes each request and says what it is, and encodes each answer into the scratch.
 ///
 /// Owned by its worker and used by that worker's thread only.
 public final class RequestProcessor {
@@ -27,7 +27,7 @@ public final class RequestProcessor {
     /// spills its replies into the connection's queue before it pauses.
     @usableFromInline package let replyBytesPerPass = 128 << 10
     /// How many requests one pass over a connection answers at most.
-    package let requestsPerWakeup: Int
+    @usableFromInline package let requestsPerWakeup: Int
     public var out: ReplyBuffer
     @usableFromInline package var counters = RequestCounters()
     /// How this worker reads what the cache misses.
@@ -41,7 +41,7 @@ public final class RequestProcessor {
     @usableFromInline package let valueScratch: UnsafeMutableRawPointer
     /// The ids a front's look-ahead gathers over a pass's pipelined reads, so that the cache's
     /// memory misses for all of them overlap (`ProfileCache.prefetch`); reused by every pass.
-    package let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
+    public let lookahead: UnsafeMutableBufferPointer<PrefetchSlot>
     /// How many ids one look-ahead gathers, and how many requests it reads at most: two
     /// pipelines of 16 GETs, or two MGETs of 16.
     package static let lookaheadSlots = 32
@@ -95,7 +95,7 @@ public final class RequestProcessor {
     }
 
     /// Moves the replies built so far into the connection's queue to make room. Nothing leaves
-    /// the queue while a request is served, so its reply can still be taken back (`failStore`).
+    /// the queue while a request is served, so its reply can still be taken back (`takeBack`).
     @usableFromInline package func spill(_ connection: Connection) {
         evbuffer_add(connection.output, out.base, out.count)
         out.count = 0

@@ -479,7 +479,7 @@ package final class Worker: @unchecked Sendable {
     /// Finishes an unfinished MGET as far as the high-water mark lets it, then serves the
     /// requests kept in the connection's own buffer once it is done.
     private func handlePending(_ connection: Connection) {
-        guard connection.phase == .serving, fronts[connection.frontIndex].resume(connection), !connection.pending.isEmpty else { return }
+        guard connection.phase == .serving, processor.continueLookups(connection, front: fronts[connection.frontIndex]), !connection.pending.isEmpty else { return }
         let used = handleInput(connection, connection.pending.base!, connection.pending.count)
         if connection.phase != .closed { connection.pending.consume(used) }
     }

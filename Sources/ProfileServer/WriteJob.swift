@@ -53,7 +53,7 @@ package protocol WriteAnswer {
 ///
 /// Created by a worker, executed by the writer, answered by the same worker: each side
 /// touches it only while the other cannot (the queue hand-offs order the accesses).
-@usableFromInline package final class WriteJob: WriteUnit, @unchecked Sendable {
+public final class WriteJob: WriteUnit, @unchecked Sendable {
     /// What the commit did to one operation.
     package struct Result {
         package var before: ProfileState
@@ -107,10 +107,10 @@ package protocol WriteAnswer {
 
     // MARK: WriteUnit
 
-    @usableFromInline package var operationCount: Int { operations.count }
+    public var operationCount: Int { operations.count }
 
     /// Views into the job's own arguments: valid through the commit.
-    @usableFromInline package func operation(at index: Int) -> WriteOperation {
+    public func operation(at index: Int) -> WriteOperation {
         operations[index].writeOperation({ arguments.argument($0) }, keyPrefix: keyPrefix)
     }
 

@@ -21,10 +21,8 @@ final class RESPWorkerFront: WorkerFront {
     /// What every worker's RESP front shares: the keyspace, SCAN's cursors, client tracking.
     let shared: RESPProtocolFront
     let decoder: RESPDecoder
-    /// The context's and the worker's, held here so that the request path reads them without
-    /// reference counting.
+    /// The context's, held here so that the request path reads it without reference counting.
     let keyspace: RESPKeyspace
-    let cache: ProfileCache
     /// Read once: `allCases` makes its array at every use, and a static's first-use check
     /// would run on every key read.
     private let fieldsPerProfile = ProfileField.allCases.count
@@ -33,13 +31,33 @@ final class RESPWorkerFront: WorkerFront {
     /// The command of each request `readAhead` read, by its index there, so that serving it
     /// does not look its name up again (`RESPDecoder.aheadIndex`).
     private let aheadCommands: UnsafeMutablePointer<RESPCommandName?>
+    /// The request `decode` decoded last, until the next.
+    private var request = RESPRequest.unknown
+    /// Where the decoder and CLIENT CACHING were before it, for `putBack`.
+    private var resumeAt = RESPDecodeState()
+    private var cachingGivenBefore = false
+    /// What made the input unreadable (`DecodedInput.malformed`).
+    private var malformed = RESPProtocolError.invalidMultibulkLength
+    /// EXISTS's keys found so far.
+    private var existsFound = 0
+
+    /// A decoded request.
+    private enum RESPRequest {
+        /// A command this server does not have.
+        case unknown
+        /// A command with a count of arguments it never takes.
+        case wrongArity(RESPCommandName)
+        /// A command refused for `problem`; inside MULTI, a refusal that fails the transaction.
+        case rejected(RESPProblem, failsTransaction: Bool)
+        /// A command to serve, the decoder's arguments its own.
+        case command(RESPCommandName)
+    }
 
     init(processor: RequestProcessor, shared: RESPProtocolFront) {
         self.processor = processor
         self.shared = shared
         decoder = RESPDecoder(limits: shared.limits)
         keyspace = shared.keyspace
-        cache = processor.cache
         fieldScratch = .allocate(byteCount: ProfileLimits.name + ProfileLimits.portraitUri, alignment: 16)
         aheadCommands = .allocate(capacity: RequestProcessor.lookaheadSlots)
     }
@@ -52,10 +70,10 @@ final class RESPWorkerFront: WorkerFront {
     // MARK: Requests
 
     /// Reads ahead the first whole requests of `bytes` (`RESPDecoder.decodeAhead`), so that
-    /// each is read and its command looked up once, and prefetches the cache entries of the
-    /// keys they read (HGETALL, HGET and the other key reads), when there are two or more.
+    /// each is read and its command looked up once, and leaves in the processor's `lookahead`
+    /// the ids of the keys they read (HGETALL, HGET and the other key reads); returns how many.
     /// `limit` 0 only forgets what an earlier pass read ahead.
-    func readAhead(_ bytes: UnsafeRawPointer, _ count: Int, limit: Int, authenticated: Bool) {
+    func readAhead(_ bytes: UnsafeRawPointer, _ count: Int, limit: Int, authenticated: Bool) -> Int {
         // At most as many as `aheadCommands` holds.
         let requests = decoder.decodeAhead(UnsafeRawBufferPointer(start: bytes, count: count),
                                            limit: min(limit, RequestProcessor.lookaheadSlots),
@@ -72,159 +90,112 @@ final class RESPWorkerFront: WorkerFront {
                 gathered += 1
             }
         }
-        if gathered >= 2 {
-            cache.prefetch(UnsafeMutableBufferPointer(rebasing: slots[0..<gathered]))
-        }
+        return gathered
     }
 
-    /// RESP's `WorkerFront.serve`: serves every whole request at the start of `bytes`.
     func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
-        let session = connection.resp
-        var used = 0
-        var budget = processor.requestsPerWakeup
-        let fresh = session.decodeState == RESPDecodeState()
-        readAhead(bytes, count, limit: fresh ? RequestProcessor.lookaheadSlots : 0, authenticated: connection.role > .none)
-        while used < count && budget > 0 && connection.isServing {
-            if processor.repliesMustPause(connection) { break }
-            // Restored when a request must wait: the next pass decodes it again from its start.
-            let resumeAt = session.decodeState
-            let cachingGiven = session.cachingGiven
-            let input = UnsafeRawBufferPointer(start: bytes + used, count: count - used)
-            switch decoder.decode(input, state: &session.decodeState, authenticated: connection.role > .none) {
-            case .needMore:
-                connection.needsMoreInput = true
-                return used
-            case .skipped(let consumed):
-                used += consumed
-            case .error(let error):
-                guard connection.jobsInFlight == 0 else {
-                    session.decodeState = resumeAt
-                    return used
-                }
-                processor.counters.errors += 1
-                processor.reserve(error.replyCount, connection)
-                processor.out.count += error.write(to: processor.out.end)
-                connection.phase = .closing
-                return count
-            case .request(let consumed):
-                guard serveRESP(connection, session) else {
-                    session.decodeState = resumeAt
-                    session.cachingGiven = cachingGiven
-                    return used
-                }
-                used += consumed
-                budget -= 1
-            }
-        }
-        return used
+        processor.serve(connection, bytes, count, front: self)
     }
 
-    /// Serves the request the decoder holds. Returns false, having done nothing, when its reply
-    /// would overtake the replies of this connection's writes in flight: only writes, which
-    /// queue behind them, and key reads whose replies can wait for theirs (`answerRESPAhead`)
-    /// may go on.
-    private func serveRESP(_ connection: Connection, _ session: RESPSession) -> Bool {
+    // MARK: Decoding
+
+    /// The keys the first whole requests of `bytes` read (`readAhead`), unless a request is
+    /// partly decoded already (the decoder goes on with it instead).
+    func lookAhead(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection) -> Int {
+        let fresh = connection.resp.decodeState == RESPDecodeState()
+        return readAhead(bytes, count, limit: fresh ? RequestProcessor.lookaheadSlots : 0, authenticated: connection.role > .none)
+    }
+
+    /// Decodes a request and looks its command up: Redis's order checks an unknown command,
+    /// then a wrong count, then (the core) authentication and role.
+    @inline(__always)
+    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection) -> DecodedInput {
+        let session = connection.resp
+        resumeAt = session.decodeState
+        cachingGivenBefore = session.cachingGiven
+        switch decoder.decode(UnsafeRawBufferPointer(input), state: &session.decodeState, authenticated: connection.role > .none) {
+        case .needMore:
+            return .needMore
+        case .skipped(let consumed):
+            return .skipped(consumed)
+        case .error(let error):
+            malformed = error
+            return .malformed
+        case .request(let consumed):
+            let aheadIndex = decoder.aheadIndex
+            guard let command = aheadIndex >= 0 ? aheadCommands[aheadIndex] : RESPCommandName.lookup(decoder.arguments[0]) else {
+                request = .unknown
+                return .request(consumed: consumed, requiredRole: .none)
+            }
+            guard command.arityAllows(decoder.arguments.count) else {
+                request = .wrongArity(command)
+                return .request(consumed: consumed, requiredRole: .none)
+            }
+            request = .command(command)
+            return .request(consumed: consumed, requiredRole: command.requiredRole)
+        }
+    }
+
+    /// The next pass decodes the request again from its start, as if it had not been seen.
+    func putBack(on connection: Connection) {
+        connection.resp.decodeState = resumeAt
+        connection.resp.cachingGiven = cachingGivenBefore
+    }
+
+    /// What the decoded command is, after the checks that come after the role's: a subscribed
+    /// RESP2 connection's, a transaction's (every command but EXEC is queued at once), and
+    /// the keys' and arguments' (a request that gets an error is answered at once).
+    @inline(__always)
+    func shape(on connection: Connection) -> RequestShape {
+        guard case .command(let command) = request else { return .immediate(counted: nil) }
         let arguments = decoder.arguments
-        let writesWaiting = connection.writesInFlight > 0
-        let readsWaiting = connection.readsInFlight > 0
-        let waiting = writesWaiting || readsWaiting
-        // Redis's order: an unknown command, then a wrong count, then authentication and role;
-        // inside MULTI each of them fails the transaction.
-        let aheadIndex = decoder.aheadIndex
-        guard let command = aheadIndex >= 0 ? aheadCommands[aheadIndex] : RESPCommandName.lookup(arguments[0]) else {
-            if waiting { return false }
-            session.transaction?.fail()
-            processor.counters.errors += 1
-            processor.reserve(RESPEncoder.unknownCommandCount(arguments), connection)
-            processor.out.count += RESPEncoder.writeUnknownCommand(arguments, to: processor.out.end)
-            return true
-        }
-        if !command.arityAllows(arguments.count) {
-            if waiting { return false }
-            session.transaction?.fail()
-            processor.counters.errors += 1
-            processor.reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
-            processor.out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: processor.out.end)
-            return true
-        }
-        if command.requiredRole > connection.role {
-            if waiting { return false }
-            session.transaction?.fail()
-            respError(connection.role == .none ? .fixed(RESPText.noAuth) : command.noPermission, connection)
-            return true
-        }
+        let session = connection.resp
         if session.hasTrackingOrChannels {
             if !session.channels.isEmpty && session.version == .resp2 && !command.runsWhileSubscribed {
-                if waiting { return false }
-                session.transaction?.fail()
-                respError(RESPText.onlySubscriptionCommands(command, arguments), connection)
-                return true
+                request = .rejected(RESPText.onlySubscriptionCommands(command, arguments), failsTransaction: true)
+                return .immediate(counted: nil)
             }
             if session.remembers != .none { rememberReads(command, arguments, session) }
         }
         if let transaction = session.transaction {
-            // Only EXEC goes to the writer; it too waits for reads in flight.
-            if readsWaiting || (writesWaiting && command != .exec) { return false }
-            return serveInTransaction(command, arguments, transaction, connection)
+            if command == .exec { return transaction.failed ? .immediate(counted: nil) : .write }
+            return .immediate(counted: command.isWrite ? nil : command.kind)
         }
-        if command == .hgetall && !waiting {
-            // The commonest request, straight to its reply.
-            let fetching = connection.readsInFlight
-            getAll(arguments, connection)
-            if connection.readsInFlight == fetching { countPassCommand(command) }
-            return true
+        if command == .hgetall {
+            // The commonest request, whose one argument needs no check.
+            return .lookups(Lookups(kind: command.kind, count: 1, heldReplyRoom: respHeldReplyRoom(command, arguments.count)))
         }
         switch command {
-        case .multi:
-            if waiting { return false }
-            session.transaction = RESPTransaction()
-            respSimple("OK", connection)
+        case .multi, .discard:
+            return .immediate(counted: command.kind)
         case .exec:
-            if waiting { return false }
-            respError(.fixed(RESPText.execWithoutMulti), connection)
-        case .discard:
-            if waiting { return false }
-            respError(.fixed(RESPText.discardWithoutMulti), connection)
+            return .immediate(counted: nil)
         case _ where command.isWrite:
-            // A write that cannot run is answered now, so it waits for the writes before it.
-            if readsWaiting { return false }
-            if let problem = keyspace.checkWrite(command, arguments) {
-                if waiting { return false }
-                respError(problem, connection)
-                return true
+            if let problem = keyspace.checkWrite(command, arguments) { return reject(problem) }
+            return .write
+        case _ where command.readsKey || command == .exists:
+            if let problem = keyspace.checkRead(command, arguments) { return reject(problem) }
+            existsFound = 0
+            return .lookups(Lookups(kind: command.kind, count: command == .exists ? arguments.count - 1 : 1,
+                                    heldReplyRoom: respHeldReplyRoom(command, arguments.count)))
+        case .dbsize:
+            return .listing(command.kind)
+        case .scan:
+            switch scanOptions(arguments) {
+            case .failure(let problem): return reject(problem)
+            // No key of another type exists: that scan is over at once.
+            case .success(let options) where options.limit == 0: return .immediate(counted: command.kind)
+            case .success: return .listing(command.kind)
             }
-            submitRESPWrite(command, arguments, connection)
         default:
-            if writesWaiting && !readsWaiting && (command.readsKey || command == .exists) {
-                return answerRESPAhead(command, arguments, connection)
-            }
-            // Reads in flight are a shared store's, in the fetchers: only reads may follow them.
-            if writesWaiting || (readsWaiting && !command.isFetched) { return false }
-            let fetching = connection.readsInFlight
-            executeRESP(command, arguments, connection, mustFetch: readsWaiting)
-            if connection.readsInFlight > fetching { return true }
+            return .immediate(counted: command.kind)
         }
-        countPassCommand(command)
-        return true
     }
 
-    /// A key read decoded while writes of the connection are in flight, as the line protocol's
-    /// `answerAhead`: answered now when none of those writes touches its keys, its reply held
-    /// until theirs are written (`HeldReplies`). Returns false, having done nothing, when it
-    /// must wait instead: a request that gets an error, or one
-    /// `RequestProcessor.mayAnswerAhead` refuses.
-    private func answerRESPAhead(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                                 _ connection: Connection) -> Bool {
-        guard processor.mayAnswerAhead(needing: respHeldReplyRoom(command, arguments.count), on: connection),
-              keyspace.checkRead(command, arguments) == nil else { return false }
-        let keys = command == .exists ? arguments.count - 1 : 1
-        for index in 1...keys {
-            // A key that names no profile is never written.
-            if let userId = keyspace.userId(ofKey: arguments[index]), processor.writesInFlight(touch: userId, on: connection) { return false }
-        }
-        processor.holdReply(on: connection) { executeRESP(command, arguments, connection) }
-        countPassCommand(command)
-        return true
+    /// A request outside a transaction that gets `problem`.
+    private func reject(_ problem: RESPProblem) -> RequestShape {
+        request = .rejected(problem, failsTransaction: false)
+        return .immediate(counted: nil)
     }
 
     /// Room in the scratch that the reply of a key read with `argumentCount` arguments fits in
@@ -239,29 +210,69 @@ final class RESPWorkerFront: WorkerFront {
         return 64 + max(RequestProcessor.storeFailureReasonBytes, values * (ProfileLimits.portraitUri + 32))
     }
 
+    // MARK: Answers
+
+    func answerMalformed(on connection: Connection) {
+        processor.counters.errors += 1
+        processor.reserve(malformed.replyCount, connection)
+        processor.out.count += malformed.write(to: processor.out.end)
+    }
+
+    /// Inside MULTI, a command refused fails the transaction, as in Redis.
+    func answerDenied(on connection: Connection) {
+        guard case .command(let command) = request else { preconditionFailure("only a known command needs a role") }
+        connection.resp.transaction?.fail()
+        respError(connection.role == .none ? .fixed(RESPText.noAuth) : command.noPermission, connection)
+    }
+
+    func execute(on connection: Connection) {
+        let session = connection.resp
+        let arguments = decoder.arguments
+        switch request {
+        case .unknown:
+            session.transaction?.fail()
+            processor.counters.errors += 1
+            processor.reserve(RESPEncoder.unknownCommandCount(arguments), connection)
+            processor.out.count += RESPEncoder.writeUnknownCommand(arguments, to: processor.out.end)
+        case .wrongArity(let command):
+            session.transaction?.fail()
+            processor.counters.errors += 1
+            processor.reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
+            processor.out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: processor.out.end)
+        case .rejected(let problem, let failsTransaction):
+            if failsTransaction { session.transaction?.fail() }
+            respError(problem, connection)
+        case .command(let command):
+            if let transaction = session.transaction { return serveInTransaction(command, arguments, transaction, connection) }
+            switch command {
+            case .multi:
+                session.transaction = RESPTransaction()
+                respSimple("OK", connection)
+            case .exec:
+                respError(.fixed(RESPText.execWithoutMulti), connection)
+            case .discard:
+                respError(.fixed(RESPText.discardWithoutMulti), connection)
+            case _ where command.isWrite:
+                submitRESPWrite(command, arguments, connection)
+            default:
+                executeRESP(command, arguments, connection)
+            }
+        }
+    }
+
     /// Between MULTI and EXEC: EXEC, DISCARD, MULTI, WATCH and QUIT act at once; every other
     /// command is checked and queued.
-    /// Called only when nothing the reply could overtake is in flight (writes may be, for EXEC).
     private func serveInTransaction(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                                    _ transaction: RESPTransaction, _ connection: Connection) -> Bool {
+                                    _ transaction: RESPTransaction, _ connection: Connection) {
         let session = connection.resp
-        let waiting = connection.jobsInFlight > 0
         switch command {
         case .exec:
-            if transaction.failed {
-                if waiting { return false }
-                session.transaction = nil
-                respError(.fixed(RESPText.execAbort), connection)
-                return true
-            }
             session.transaction = nil
-            submitRESPTransaction(transaction, connection)
-            return true
-        default:
-            break
-        }
-        if waiting { return false }
-        switch command {
+            if transaction.failed {
+                respError(.fixed(RESPText.execAbort), connection)
+            } else {
+                submitRESPTransaction(transaction, connection)
+            }
         case .discard:
             session.transaction = nil
             respSimple("OK", connection)
@@ -307,31 +318,70 @@ final class RESPWorkerFront: WorkerFront {
                 }
             }
         }
-        countPassCommand(command)
-        return true
     }
 
-    /// Counts a command answered in this pass, for STATS and the latency histograms.
+    // MARK: Key reads
+
+    /// A key read's reply, or EXISTS's count of the keys found so far.
     @inline(__always)
-    private func countPassCommand(_ command: RESPCommandName) {
-        guard !command.isWrite && command != .exec else { return }
-        processor.countPass(command.kind)
+    func answerLookup(_ index: Int, on connection: Connection) throws {
+        guard case .command(let command) = request else { preconditionFailure("not a key read") }
+        let arguments = decoder.arguments
+        switch command {
+        case .hgetall:
+            // Room first, so the reply is written from the cached entry itself, under its
+            // shard's lock.
+            processor.reserve(respHeldReplyRoom(.hgetall, arguments.count), connection)
+            let version = connection.resp.version
+            let end = processor.out.end
+            processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
+        case .exists:
+            if try withProfile(arguments[index + 1], { $0 != nil }) { existsFound += 1 }
+        default:
+            writeKeyRead(command, arguments, try readProfile(arguments[1]), connection)
+        }
+    }
+
+    /// EXISTS answers its count once every key is looked up; a key read has answered.
+    @inline(__always)
+    func endLookups(on connection: Connection) {
+        if case .command(.exists) = request { respInteger(existsFound, connection) }
+    }
+
+    func answerStoreFailure(_ reason: String, on connection: Connection) {
+        respStoreFailure(reason, connection)
+    }
+
+    // MARK: Key reads the fetchers make
+
+    func lookupUserId(_ index: Int) -> UnsafeRawBufferPointer? {
+        keyspace.userId(ofKey: decoder.arguments[argumentIndex(ofLookup: index)])
+    }
+
+    var argumentCount: Int { decoder.arguments.count }
+
+    func argument(_ index: Int) -> UnsafeRawBufferPointer { decoder.arguments[index] }
+
+    /// EXISTS reads each of its keys; a key read, its first argument.
+    func argumentIndex(ofLookup index: Int) -> Int {
+        if case .command(.exists) = request { return index + 1 }
+        return 1
+    }
+
+    var keyPrefixCount: Int { processor.context.configuration.respKeyPrefix.count }
+
+    func fetchAnswer(for kind: RequestKind, restOfParts: Bool) -> any ReadAnswer {
+        guard case .command(let command) = request else { preconditionFailure("not a key read") }
+        return RESPReadAnswer.command(command)
     }
 
     // MARK: Commands that change nothing
 
-    /// Runs a command that goes to no writer: at once, or at its turn in an EXEC's answer.
-    /// Key reads read the cache, then the store.
-    /// `mustFetch`: a shared store's reads are in flight on the connection, so this one goes
-    /// to the fetchers too, whatever the cache holds.
-    /// `inTransaction`: at its turn in an EXEC's answer, where it cannot wait for a fetch; DBSIZE
-    /// then counts what the store's writes left (SCAN is not queued over a shared store).
+    /// Runs a command that goes to no writer and reads no key: at once, or at its turn in an
+    /// EXEC's answer (`inTransaction`), where it cannot wait for a fetch; DBSIZE then counts
+    /// what the store's writes left (SCAN is not queued over a shared store).
     func executeRESP(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                     _ connection: Connection, mustFetch: Bool = false, inTransaction: Bool = false) {
-        if mustFetch && !inTransaction && (command.readsKey || command == .exists) {
-            if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
-            return fetch(command, arguments, connection)
-        }
+                     _ connection: Connection, inTransaction: Bool = false) {
         switch command {
         case .ping:
             // Redis's table allows any count; PING itself refuses more than a message, also at
@@ -396,68 +446,10 @@ final class RESPWorkerFront: WorkerFront {
             unsubscribe(arguments, connection)
         case .unwatch:
             respSimple("OK", connection)
-        case .exists:
-            if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
-            let mark = RequestProcessor.Mark(processor, connection)
-            let countersBefore = processor.counters
-            do {
-                var found = 0
-                for key in arguments.dropFirst() where try readProfile(key) != nil { found += 1 }
-                respInteger(found, connection)
-            } catch let reason as NeedsFetch {
-                processor.takeBack(since: mark, on: connection)
-                processor.counters = countersBefore
-                if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
-                fetch(command, arguments, connection)
-            } catch {
-                failRESP(since: mark, on: connection, error)
-            }
-        case _ where command.readsKey:
-            if command == .hgetall { return getAll(arguments, connection) }
-            if let problem = keyspace.checkRead(command, arguments) { return respError(problem, connection) }
-            let countersBefore = processor.counters
-            do {
-                writeKeyRead(command, arguments, try readProfile(arguments[1]), connection)
-            } catch let reason as NeedsFetch {
-                processor.counters = countersBefore
-                if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
-                fetch(command, arguments, connection)
-            } catch {
-                respStoreError(error, connection)
-            }
         default:
-            // Writes and transaction commands never get here.
+            // Writes, key reads and transaction commands never get here.
             preconditionFailure("\(command) is not run by executeRESP")
         }
-    }
-
-    /// HGETALL, the commonest request, whose arguments need no check: its reply written from
-    /// the cached entry itself, else from the store, else handed to the fetchers.
-    private func getAll(_ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>, _ connection: Connection) {
-        // Room first, so the reply is written under the shard's lock.
-        processor.reserve(respHeldReplyRoom(.hgetall, arguments.count), connection)
-        let version = connection.resp.version
-        let end = processor.out.end
-        do {
-            processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
-        } catch let reason as NeedsFetch {
-            if reason == .leaseExpired { processor.counters.leaseExpiredReads += 1 }
-            fetch(.hgetall, arguments, connection)
-        } catch {
-            respStoreError(error, connection)
-        }
-    }
-
-    /// A RESP key read or EXISTS that the cache could not answer: all of it from the store.
-    func fetch(_ command: RESPCommandName, _ arguments: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                   _ connection: Connection) {
-        let keys = command == .exists ? Array(1..<arguments.count) : [1]
-        let lookups = keys.filter { keyspace.userId(ofKey: arguments[$0]) != nil }
-        let prefix = processor.context.configuration.respKeyPrefix.count
-        processor.submitFetch(.lookups, answer: RESPReadAnswer.command(command), kind: command.kind, arguments: arguments.count,
-                    argument: { arguments[$0] },
-                    lookups: lookups, keyPrefix: prefix,
-                    tickets: lookups.map { processor.fillTicket(UnsafeRawBufferPointer(rebasing: arguments[$0][prefix...])) }, connection)
     }
 
     /// A key's profile, from the cache, else the store (which then fills the cache); nil when
@@ -903,20 +895,9 @@ final class RESPWorkerFront: WorkerFront {
         }
     }
 
-    /// `-STORE <reason>`: a read of the store failed; the reason names no file of the server.
-    func respStoreError(_ error: any Error, _ connection: Connection) {
-        respStoreFailure(processor.storeFailureReason(error), connection)
-    }
-
     /// `-STORE <reason>`, the reason on one line, as every error reply must be.
     func respStoreFailure(_ reason: String, _ connection: Connection) {
         respError(.made(Array("STORE ".utf8) + RequestProcessor.storeFailureText(reason)), connection)
-    }
-
-    /// A reply whose store read failed halfway: replaced with `-STORE`.
-    private func failRESP(since mark: RequestProcessor.Mark, on connection: Connection, _ error: any Error) {
-        processor.takeBack(since: mark, on: connection)
-        respStoreError(error, connection)
     }
 
     func respInteger(_ value: Int, _ connection: Connection) {
