@@ -18,6 +18,10 @@ final class LineWorkerFront: WorkerFront {
     let decoder = RequestDecoder()
     /// `--max-line`: the longest request line.
     let maxLine: Int
+    /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
+    /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
+    /// A `let`, as a static's first-use check would run on every request.
+    let heldReplyRoom = max(LineCacheEncoding.valueLineCapacity, "ERROR STORE \n".utf8.count + RequestProcessor.storeFailureReasonBytes)
     /// The request `decode` decoded last, until the next.
     private var request = LineRequest.failed(.tooLong)
 
@@ -42,13 +46,16 @@ final class LineWorkerFront: WorkerFront {
         processor.serve(connection, bytes, count, front: self)
     }
 
+    /// The line protocol keeps nothing of a connection between requests.
+    func session(of connection: Connection) -> LineSession { unsafeDowncast(connection.session, to: LineSession.self) }
+
     /// A line-protocol write's answer needs nothing before it.
     func beforeAnswer(of job: WriteJob, on connection: Connection) {}
 
     // MARK: Decoding
 
     /// The ids the first complete lines of `bytes` look up (`RequestLines.idsAhead`).
-    func lookAhead(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection) -> Int {
+    func beginServing(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection, session: LineSession) -> Int {
         var gathered = 0
         let slots = processor.lookahead
         RequestLines.idsAhead(bytes, count: count, limit: RequestProcessor.lookaheadSlots) { userId in
@@ -59,7 +66,7 @@ final class LineWorkerFront: WorkerFront {
     }
 
     @inline(__always)
-    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection) -> DecodedInput {
+    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection, session: LineSession) -> DecodedInput {
         var frame = LineFramer.nextLine(in: UnsafeRawBufferPointer(input), maxLine: maxLine)
         if frame == .needMore && input.count >= maxLine && byteBeyondLineArrived(connection) { frame = .tooLong }
         switch frame {
@@ -107,14 +114,14 @@ final class LineWorkerFront: WorkerFront {
     }
 
     /// Decoding changed nothing of a line that waits (a quoted one waits undecoded).
-    func putBack(on connection: Connection) {}
+    func putBack(on connection: Connection, session: LineSession) {}
 
     @inline(__always)
-    func shape(on connection: Connection) -> RequestShape {
+    func shape(on connection: Connection, session: LineSession) -> RequestShape {
         let verb: Verb
         switch request {
         case .plainGet:
-            return .lookups(Lookups(kind: .get, count: 1, heldReplyRoom: Self.heldReplyRoom))
+            return .lookups(Lookups(kind: .get, count: 1, heldReplyRoom: heldReplyRoom))
         case .failed:
             return .immediate(counted: nil)
         case .command(let checked, _):
@@ -130,7 +137,7 @@ final class LineWorkerFront: WorkerFront {
             }
         }
         switch verb {
-        case .get, .exists: return .lookups(Lookups(kind: verb.kind, count: 1, heldReplyRoom: Self.heldReplyRoom))
+        case .get, .exists: return .lookups(Lookups(kind: verb.kind, count: 1, heldReplyRoom: heldReplyRoom))
         case .mget:
             guard case .command(_, .mget(let count)) = request else { preconditionFailure("an MGET without its ids") }
             return .lookups(Lookups(kind: .mget, count: count, heldReplyRoom: 0, inParts: true))
@@ -140,9 +147,6 @@ final class LineWorkerFront: WorkerFront {
         }
     }
 
-    /// Room in the scratch that any one GET or EXISTS reply fits in (the longest VALUE line,
-    /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
-    static let heldReplyRoom = max(LineCacheEncoding.valueLineCapacity, "ERROR STORE \n".utf8.count + RequestProcessor.storeFailureReasonBytes)
 
     // MARK: Answers
 
@@ -150,11 +154,11 @@ final class LineWorkerFront: WorkerFront {
         if case .failed(let error) = request { reply(error: error, to: connection) }
     }
 
-    func answerDenied(on connection: Connection) {
+    func answerDenied(on connection: Connection, session: LineSession) {
         reply(error: connection.role == .none ? .noAuth : .roleDenied, to: connection)
     }
 
-    func execute(on connection: Connection) {
+    func execute(on connection: Connection, session: LineSession) {
         switch request {
         case .failed(let error):
             reply(error: error, to: connection)
@@ -224,7 +228,7 @@ final class LineWorkerFront: WorkerFront {
 
     /// GET or EXISTS: a VALUE line, NOT_FOUND, YES or NO.
     @inline(__always)
-    func answerLookup(_ index: Int, on connection: Connection) throws {
+    func answerLookup(_ index: Int, on connection: Connection, session: LineSession) throws {
         switch request {
         case .plainGet(let userId): try lookUp(userId, exists: false, on: connection)
         case .command(_, .get(let userId)): try lookUp(userId, exists: false, on: connection)

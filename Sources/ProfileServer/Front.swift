@@ -54,6 +54,11 @@ package struct ServerFronts: Sendable {
 ///
 /// Owned by its worker and used by that worker's thread only.
 public protocol WorkerFront: AnyObject {
+    /// What the front keeps of a connection between its requests (`FrontSession`): asked once
+    /// a pass (`session(of:)`) and handed to each step of it, not asked of the connection at
+    /// every step of every request.
+    associatedtype Session: AnyObject
+    func session(of connection: Connection) -> Session
     /// Serves the whole requests at the start of `bytes`; returns how many bytes it used. A
     /// front calls `RequestProcessor.serve` with itself, so that the core's request path is
     /// compiled for it.
@@ -65,17 +70,18 @@ public protocol WorkerFront: AnyObject {
 
     // MARK: Decoding
 
-    /// Looks at the first whole requests of `bytes` before any is served, and leaves in the
-    /// processor's `lookahead` the ids they look up; returns how many.
-    func lookAhead(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection) -> Int
+    /// A pass over the connection's input begins, and serves `bytes` next, this connection
+    /// alone until it ends: the front looks at the first whole requests before any is served,
+    /// and leaves in the processor's `lookahead` the ids they look up; returns how many.
+    func beginServing(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection, session: Session) -> Int
     /// Decodes the request at the start of `input`, and keeps it until the next call.
-    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection) -> DecodedInput
+    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection, session: Session) -> DecodedInput
     /// The request just decoded must wait: forget it, and anything decoding it changed, so
     /// that a later pass decodes it again from its first byte.
-    func putBack(on connection: Connection)
+    func putBack(on connection: Connection, session: Session)
     /// What the request just decoded is, once its role was checked: its checks and anything
     /// that only the front knows (a transaction being queued) decide.
-    func shape(on connection: Connection) -> RequestShape
+    func shape(on connection: Connection, session: Session) -> RequestShape
 
     // MARK: Answers
 
@@ -83,13 +89,13 @@ public protocol WorkerFront: AnyObject {
     func answerMalformed(on connection: Connection)
     /// Answers a request the connection's role may not make: it has not authenticated
     /// (`connection.role == .none`), or its role is too low.
-    func answerDenied(on connection: Connection)
+    func answerDenied(on connection: Connection, session: Session)
     /// Answers an `immediate` request, or hands on a `write` or a `listing`.
-    func execute(on connection: Connection)
+    func execute(on connection: Connection, session: Session)
     /// Lookup `index` of the request's `Lookups`, answered through the processor's
     /// `withProfile` or `lookUpEncoding`.
     /// - Throws: what those throw; a lookup that throws wrote and counted nothing.
-    func answerLookup(_ index: Int, on connection: Connection) throws
+    func answerLookup(_ index: Int, on connection: Connection, session: Session) throws
     /// Ends the reply of the request's lookups, all answered.
     func endLookups(on connection: Connection)
     /// One part of a reply in parts (`Lookups.inParts`), from its id alone: the request may

@@ -82,12 +82,14 @@ extension RequestProcessor {
                                           front: Front) -> Int {
         var used = 0
         var budget = requestsPerWakeup
-        let gathered = front.lookAhead(bytes, count, on: connection)
+        let session = front.session(of: connection)
+        let gathered = front.beginServing(bytes, count, on: connection, session: session)
         // Two or more: the cache's memory misses for them overlap.
         if gathered >= 2 { cache.prefetch(UnsafeMutableBufferPointer(rebasing: lookahead[0..<gathered])) }
         while used < count && budget > 0 && connection.isServing && connection.unfinishedReply == nil {
             if repliesMustPause(connection) { break }
-            switch front.decode(UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used), on: connection) {
+            switch front.decode(UnsafeMutableRawBufferPointer(start: bytes + used, count: count - used), on: connection,
+                                session: session) {
             case .needMore:
                 connection.needsMoreInput = true
                 return used
@@ -97,15 +99,15 @@ extension RequestProcessor {
                 used += consumed
             case .malformed:
                 guard connection.jobsInFlight == 0 else {
-                    front.putBack(on: connection)
+                    front.putBack(on: connection, session: session)
                     return used
                 }
                 front.answerMalformed(on: connection)
                 connection.phase = .closing
                 return count
             case .request(let consumed, let requiredRole):
-                guard serveDecoded(connection, requiredRole: requiredRole, front: front) else {
-                    front.putBack(on: connection)
+                guard serveDecoded(connection, requiredRole: requiredRole, front: front, session: session) else {
+                    front.putBack(on: connection, session: session)
                     return used
                 }
                 used += consumed
@@ -120,31 +122,32 @@ extension RequestProcessor {
     /// writes, only reads the fetchers make go behind reads, and lookups may be answered
     /// ahead of writes (`answerAhead`); any other reply would overtake theirs.
     @inlinable @inline(__always)
-    func serveDecoded<Front: WorkerFront>(_ connection: Connection, requiredRole: Role, front: Front) -> Bool {
+    func serveDecoded<Front: WorkerFront>(_ connection: Connection, requiredRole: Role, front: Front,
+                                          session: Front.Session) -> Bool {
         let writesWaiting = connection.writesInFlight > 0
         let readsWaiting = connection.readsInFlight > 0
         if requiredRole > connection.role {
             if writesWaiting || readsWaiting { return false }
-            front.answerDenied(on: connection)
+            front.answerDenied(on: connection, session: session)
             return true
         }
-        switch front.shape(on: connection) {
+        switch front.shape(on: connection, session: session) {
         case .lookups(let lookups):
-            if writesWaiting { return answerAhead(lookups, front: front, on: connection) }
+            if writesWaiting { return answerAhead(lookups, front: front, session: session, on: connection) }
             let fetching = connection.readsInFlight
-            answerLookups(lookups, mustFetch: readsWaiting, front: front, on: connection)
+            answerLookups(lookups, mustFetch: readsWaiting, front: front, session: session, on: connection)
             if connection.readsInFlight == fetching { countPass(lookups.kind) }
         case .immediate(let counted):
             if writesWaiting || readsWaiting { return false }
-            front.execute(on: connection)
+            front.execute(on: connection, session: session)
             if let counted { countPass(counted) }
         case .write:
             if readsWaiting { return false }
-            front.execute(on: connection)
+            front.execute(on: connection, session: session)
         case .listing(let kind):
             if writesWaiting { return false }
             let fetching = connection.readsInFlight
-            front.execute(on: connection)
+            front.execute(on: connection, session: session)
             if connection.readsInFlight == fetching { countPass(kind) }
         }
         return true
@@ -157,13 +160,14 @@ extension RequestProcessor {
     /// the front's store error. A reply in parts pauses where replies must
     /// (`repliesMustPause`), its ids left kept to be answered as the client reads.
     @inlinable @inline(__always)
-    public func answerLookups<Front: WorkerFront>(_ lookups: Lookups, mustFetch: Bool, front: Front, on connection: Connection) {
+    public func answerLookups<Front: WorkerFront>(_ lookups: Lookups, mustFetch: Bool, front: Front, session: Front.Session,
+                                                  on connection: Connection) {
         if mustFetch { return fetchLookups(lookups, NeedsFetch.miss, front: front, on: connection) }
         if lookups.count == 1 && !lookups.inParts {
             // The commonest request: a lookup that throws has written and counted nothing
             // (`WorkerFront.answerLookup`), so there is nothing to take back.
             do {
-                try front.answerLookup(0, on: connection)
+                try front.answerLookup(0, on: connection, session: session)
                 front.endLookups(on: connection)
             } catch {
                 lookupsFailed(error, lookups, since: nil, front: front, on: connection)
@@ -182,7 +186,7 @@ extension RequestProcessor {
                 }
                 front.endParts(on: connection)
             } else {
-                for index in 0..<lookups.count { try front.answerLookup(index, on: connection) }
+                for index in 0..<lookups.count { try front.answerLookup(index, on: connection, session: session) }
                 front.endLookups(on: connection)
             }
         } catch {
@@ -226,13 +230,13 @@ extension RequestProcessor {
     /// those writes touches their ids, their reply held until theirs are written
     /// (`HeldReplies`). False, having done nothing, when they must wait instead.
     @usableFromInline
-    func answerAhead(_ lookups: Lookups, front: any WorkerFront, on connection: Connection) -> Bool {
+    func answerAhead<Front: WorkerFront>(_ lookups: Lookups, front: Front, session: Front.Session, on connection: Connection) -> Bool {
         guard lookups.heldReplyRoom > 0, mayAnswerAhead(needing: lookups.heldReplyRoom, on: connection) else { return false }
         for index in 0..<lookups.count {
             // A lookup that names no profile reads nothing a write changes.
             if let userId = front.lookupUserId(index), writesInFlight(touch: userId, on: connection) { return false }
         }
-        holdReply(on: connection) { answerLookups(lookups, mustFetch: false, front: front, on: connection) }
+        holdReply(on: connection) { answerLookups(lookups, mustFetch: false, front: front, session: session, on: connection) }
         countPass(lookups.kind)
         return true
     }

@@ -26,13 +26,19 @@ final class RESPWorkerFront: WorkerFront {
     /// Read once: `allCases` makes its array at every use, and a static's first-use check
     /// would run on every key read.
     private let fieldsPerProfile = ProfileField.allCases.count
+    /// Room for HGETALL's reply at its longest, or a store error (`respHeldReplyRoom`).
+    private let hashReplyRoom: Int
     /// A key read's values, copied out of the cache or the store row (`readProfile`).
     private let fieldScratch: UnsafeMutableRawPointer
     /// The command of each request `readAhead` read, by its index there, so that serving it
     /// does not look its name up again (`RESPDecoder.aheadIndex`).
     private let aheadCommands: UnsafeMutablePointer<RESPCommandName?>
-    /// The request `decode` decoded last, until the next.
-    private var request = RESPRequest.unknown
+    /// The request `decode` decoded last, until the next: its command (when it has one), and
+    /// what becomes of it. Kept as plain values, which a request sets without reference counting.
+    private var command = RESPCommandName.ping
+    private var outcome = RESPOutcome.serve
+    /// Why it is refused, when `outcome` is `.rejected`.
+    private var rejection = RESPProblem.fixed(RESPText.syntax)
     /// Where the decoder and CLIENT CACHING were before it, for `putBack`.
     private var resumeAt = RESPDecodeState()
     private var cachingGivenBefore = false
@@ -41,16 +47,16 @@ final class RESPWorkerFront: WorkerFront {
     /// EXISTS's keys found so far.
     private var existsFound = 0
 
-    /// A decoded request.
-    private enum RESPRequest {
+    /// What becomes of a decoded request.
+    private enum RESPOutcome {
         /// A command this server does not have.
         case unknown
         /// A command with a count of arguments it never takes.
-        case wrongArity(RESPCommandName)
-        /// A command refused for `problem`; inside MULTI, a refusal that fails the transaction.
-        case rejected(RESPProblem, failsTransaction: Bool)
+        case wrongArity
+        /// A command refused for `rejection`; inside MULTI, a refusal that fails the transaction.
+        case rejected(failsTransaction: Bool)
         /// A command to serve, the decoder's arguments its own.
-        case command(RESPCommandName)
+        case serve
     }
 
     init(processor: RequestProcessor, shared: RESPProtocolFront) {
@@ -60,6 +66,7 @@ final class RESPWorkerFront: WorkerFront {
         keyspace = shared.keyspace
         fieldScratch = .allocate(byteCount: ProfileLimits.name + ProfileLimits.portraitUri, alignment: 16)
         aheadCommands = .allocate(capacity: RequestProcessor.lookaheadSlots)
+        hashReplyRoom = 64 + max(RequestProcessor.storeFailureReasonBytes, ProfileField.allCases.count * (ProfileLimits.portraitUri + 32))
     }
 
     deinit {
@@ -97,20 +104,21 @@ final class RESPWorkerFront: WorkerFront {
         processor.serve(connection, bytes, count, front: self)
     }
 
+    func session(of connection: Connection) -> RESPSession { connection.resp }
+
     // MARK: Decoding
 
     /// The keys the first whole requests of `bytes` read (`readAhead`), unless a request is
     /// partly decoded already (the decoder goes on with it instead).
-    func lookAhead(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection) -> Int {
-        let fresh = connection.resp.decodeState == RESPDecodeState()
+    func beginServing(_ bytes: UnsafeRawPointer, _ count: Int, on connection: Connection, session: RESPSession) -> Int {
+        let fresh = session.decodeState == RESPDecodeState()
         return readAhead(bytes, count, limit: fresh ? RequestProcessor.lookaheadSlots : 0, authenticated: connection.role > .none)
     }
 
     /// Decodes a request and looks its command up: Redis's order checks an unknown command,
     /// then a wrong count, then (the core) authentication and role.
     @inline(__always)
-    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection) -> DecodedInput {
-        let session = connection.resp
+    func decode(_ input: UnsafeMutableRawBufferPointer, on connection: Connection, session: RESPSession) -> DecodedInput {
         resumeAt = session.decodeState
         cachingGivenBefore = session.cachingGiven
         switch decoder.decode(UnsafeRawBufferPointer(input), state: &session.decodeState, authenticated: connection.role > .none) {
@@ -124,35 +132,37 @@ final class RESPWorkerFront: WorkerFront {
         case .request(let consumed):
             let aheadIndex = decoder.aheadIndex
             guard let command = aheadIndex >= 0 ? aheadCommands[aheadIndex] : RESPCommandName.lookup(decoder.arguments[0]) else {
-                request = .unknown
+                outcome = .unknown
                 return .request(consumed: consumed, requiredRole: .none)
             }
+            self.command = command
             guard command.arityAllows(decoder.arguments.count) else {
-                request = .wrongArity(command)
+                outcome = .wrongArity
                 return .request(consumed: consumed, requiredRole: .none)
             }
-            request = .command(command)
+            outcome = .serve
             return .request(consumed: consumed, requiredRole: command.requiredRole)
         }
     }
 
     /// The next pass decodes the request again from its start, as if it had not been seen.
-    func putBack(on connection: Connection) {
-        connection.resp.decodeState = resumeAt
-        connection.resp.cachingGiven = cachingGivenBefore
+    func putBack(on connection: Connection, session: RESPSession) {
+        session.decodeState = resumeAt
+        session.cachingGiven = cachingGivenBefore
     }
 
     /// What the decoded command is, after the checks that come after the role's: a subscribed
     /// RESP2 connection's, a transaction's (every command but EXEC is queued at once), and
     /// the keys' and arguments' (a request that gets an error is answered at once).
     @inline(__always)
-    func shape(on connection: Connection) -> RequestShape {
-        guard case .command(let command) = request else { return .immediate(counted: nil) }
+    func shape(on connection: Connection, session: RESPSession) -> RequestShape {
+        guard case .serve = outcome else { return .immediate(counted: nil) }
+        let command = self.command
         let arguments = decoder.arguments
-        let session = connection.resp
         if session.hasTrackingOrChannels {
             if !session.channels.isEmpty && session.version == .resp2 && !command.runsWhileSubscribed {
-                request = .rejected(RESPText.onlySubscriptionCommands(command, arguments), failsTransaction: true)
+                rejection = RESPText.onlySubscriptionCommands(command, arguments)
+                outcome = .rejected(failsTransaction: true)
                 return .immediate(counted: nil)
             }
             if session.remembers != .none { rememberReads(command, arguments, session) }
@@ -163,7 +173,7 @@ final class RESPWorkerFront: WorkerFront {
         }
         if command == .hgetall {
             // The commonest request, whose one argument needs no check.
-            return .lookups(Lookups(kind: command.kind, count: 1, heldReplyRoom: respHeldReplyRoom(command, arguments.count)))
+            return .lookups(Lookups(kind: .get, count: 1, heldReplyRoom: hashReplyRoom))
         }
         switch command {
         case .multi, .discard:
@@ -194,7 +204,8 @@ final class RESPWorkerFront: WorkerFront {
 
     /// A request outside a transaction that gets `problem`.
     private func reject(_ problem: RESPProblem) -> RequestShape {
-        request = .rejected(problem, failsTransaction: false)
+        rejection = problem
+        outcome = .rejected(failsTransaction: false)
         return .immediate(counted: nil)
     }
 
@@ -219,30 +230,28 @@ final class RESPWorkerFront: WorkerFront {
     }
 
     /// Inside MULTI, a command refused fails the transaction, as in Redis.
-    func answerDenied(on connection: Connection) {
-        guard case .command(let command) = request else { preconditionFailure("only a known command needs a role") }
-        connection.resp.transaction?.fail()
+    func answerDenied(on connection: Connection, session: RESPSession) {
+        session.transaction?.fail()
         respError(connection.role == .none ? .fixed(RESPText.noAuth) : command.noPermission, connection)
     }
 
-    func execute(on connection: Connection) {
-        let session = connection.resp
+    func execute(on connection: Connection, session: RESPSession) {
         let arguments = decoder.arguments
-        switch request {
+        switch outcome {
         case .unknown:
             session.transaction?.fail()
             processor.counters.errors += 1
             processor.reserve(RESPEncoder.unknownCommandCount(arguments), connection)
             processor.out.count += RESPEncoder.writeUnknownCommand(arguments, to: processor.out.end)
-        case .wrongArity(let command):
+        case .wrongArity:
             session.transaction?.fail()
             processor.counters.errors += 1
             processor.reserve(RESPEncoder.wrongNumberOfArgumentsCount(command), connection)
             processor.out.count += RESPEncoder.writeWrongNumberOfArguments(command, to: processor.out.end)
-        case .rejected(let problem, let failsTransaction):
+        case .rejected(let failsTransaction):
             if failsTransaction { session.transaction?.fail() }
-            respError(problem, connection)
-        case .command(let command):
+            respError(rejection, connection)
+        case .serve:
             if let transaction = session.transaction { return serveInTransaction(command, arguments, transaction, connection) }
             switch command {
             case .multi:
@@ -324,15 +333,14 @@ final class RESPWorkerFront: WorkerFront {
 
     /// A key read's reply, or EXISTS's count of the keys found so far.
     @inline(__always)
-    func answerLookup(_ index: Int, on connection: Connection) throws {
-        guard case .command(let command) = request else { preconditionFailure("not a key read") }
+    func answerLookup(_ index: Int, on connection: Connection, session: RESPSession) throws {
         let arguments = decoder.arguments
         switch command {
         case .hgetall:
             // Room first, so the reply is written from the cached entry itself, under its
             // shard's lock.
-            processor.reserve(respHeldReplyRoom(.hgetall, arguments.count), connection)
-            let version = connection.resp.version
+            processor.reserve(hashReplyRoom, connection)
+            let version = session.version
             let end = processor.out.end
             processor.out.count += try withProfile(arguments[1]) { RESPEncoder.writeProfileHash($0, version, to: end) }
         case .exists:
@@ -345,7 +353,7 @@ final class RESPWorkerFront: WorkerFront {
     /// EXISTS answers its count once every key is looked up; a key read has answered.
     @inline(__always)
     func endLookups(on connection: Connection) {
-        if case .command(.exists) = request { respInteger(existsFound, connection) }
+        if command == .exists { respInteger(existsFound, connection) }
     }
 
     func answerStoreFailure(_ reason: String, on connection: Connection) {
@@ -364,15 +372,14 @@ final class RESPWorkerFront: WorkerFront {
 
     /// EXISTS reads each of its keys; a key read, its first argument.
     func argumentIndex(ofLookup index: Int) -> Int {
-        if case .command(.exists) = request { return index + 1 }
+        if command == .exists { return index + 1 }
         return 1
     }
 
     var keyPrefixCount: Int { processor.context.configuration.respKeyPrefix.count }
 
     func fetchAnswer(for kind: RequestKind, restOfParts: Bool) -> any ReadAnswer {
-        guard case .command(let command) = request else { preconditionFailure("not a key read") }
-        return RESPReadAnswer.command(command)
+        RESPReadAnswer.command(command)
     }
 
     // MARK: Commands that change nothing
