@@ -487,32 +487,49 @@ enum LineReadAnswer: ReadAnswer {
             return front.reply(storeFailure: failure, to: connection)
         }
         switch self {
-        case .lookups(let verb):
-            writeLookups(job, verb, front)
-        case .restOfMGET:
-            writeLookups(job, .mget, front)
+        case .lookups(let verb) where verb != .mget:
+            writeLookup(job, 0, verb, front)
         case .count:
             front.reply("COUNT", number: job.count, connection)
-        case .rows:
-            for index in 0..<job.rowCount { front.appendValueLine(job.row(index), connection) }
-            front.reply(ReplyEncoder.end, connection)
+        case .lookups, .restOfMGET, .rows:
+            // A line per id or row, then END: the parts.
+            break
         }
     }
 
-    private func writeLookups(_ job: ReadJob, _ verb: Verb, _ front: LineWorkerFront) {
-        let connection = job.connection
-        for index in job.lookups.indices {
-            let values = job.profile(index)
-            if verb == .exists {
-                front.reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
-            } else if let values {
-                front.appendValueLine(ProfileRow(userId: job.userId(index), name: values.name, portraitUri: values.portraitUri),
-                                       connection)
-            } else {
-                front.appendAbsent(job.userId(index), exists: false, connection)
-            }
+    /// An MGET's lines, or RECENT's or SCAN's, and then END, made as the client reads.
+    func partCount(of job: ReadJob) -> Int {
+        guard job.failure == nil else { return 0 }
+        switch self {
+        case .lookups(.mget), .restOfMGET: return job.lookups.count + 1
+        case .rows: return job.rowCount + 1
+        case .lookups, .count: return 0
         }
-        if verb == .mget { front.reply(ReplyEncoder.end, connection) }
+    }
+
+    func writePart(_ index: Int, of job: ReadJob, through front: any WorkerFront) {
+        let front = unsafeDowncast(front, to: LineWorkerFront.self)
+        let lines = if case .rows = self { job.rowCount } else { job.lookups.count }
+        if index == lines { return front.reply(ReplyEncoder.end, job.connection) }
+        if case .rows = self {
+            front.appendValueLine(job.row(index), job.connection)
+        } else {
+            writeLookup(job, index, .mget, front)
+        }
+    }
+
+    /// Lookup `index`'s line: its VALUE line, NOT_FOUND, or EXISTS's YES or NO.
+    private func writeLookup(_ job: ReadJob, _ index: Int, _ verb: Verb, _ front: LineWorkerFront) {
+        let connection = job.connection
+        let values = job.profile(index)
+        if verb == .exists {
+            front.reply(values == nil ? ReplyEncoder.no : ReplyEncoder.yes, connection)
+        } else if let values {
+            front.appendValueLine(ProfileRow(userId: job.userId(index), name: values.name, portraitUri: values.portraitUri),
+                                  connection)
+        } else {
+            front.appendAbsent(job.userId(index), exists: false, connection)
+        }
     }
 }
 

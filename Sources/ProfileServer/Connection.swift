@@ -77,8 +77,11 @@ public final class Connection {
     @usableFromInline package var unansweredWrites: [WriteJob] = []
     /// Writes taken from the input since the connection opened.
     package var writesTaken = 0
-    /// Writes answered since the connection opened: what releases `heldReplies`.
-    package var writesAnswered: Int { writesTaken - unansweredWrites.count }
+    /// Writes whose answers were written since the connection opened: what releases
+    /// `heldReplies`.
+    package var writesAnswered: Int { writesTaken - unansweredWrites.count - writeAnswersWaiting }
+    /// Writes committed whose answers wait in `answersWaiting`.
+    package var writeAnswersWaiting = 0
     /// Replies to reads answered ahead of writes in flight, each waiting for those writes' replies.
     package var heldReplies = HeldReplies()
     /// Reads sent to the fetchers (a shared store's) and not answered yet. While there are
@@ -87,8 +90,12 @@ public final class Connection {
     /// Requests of this connection that another thread is working on.
     @inlinable public var jobsInFlight: Int { writesInFlight + readsInFlight }
     /// A reply of many parts made as far as the high-water mark, whose front makes the rest as
-    /// the client reads (`RequestProcessor.continueLookups`); no later request is served before it ends.
+    /// the client reads (`Worker.continueReplies`); no later request is served before it ends.
     @usableFromInline package var unfinishedReply: (any UnfinishedReply)? = nil
+    /// Answers of the connection's jobs that came back while its unfinished reply was being
+    /// made: written after it, in order (`Worker.continueReplies`). Their jobs are no longer
+    /// in flight.
+    package var answersWaiting: [(Worker) -> Void] = []
     /// The peer shut down its sending side: answer what arrived, then close.
     package var peerClosed = false
 
@@ -191,6 +198,7 @@ public final class Connection {
         pending.release()
         heldReplies.removeAll()
         unfinishedReply = nil
+        answersWaiting.removeAll()
         evbuffer_drain(output, evbuffer_get_length(output))
         session.release()
     }

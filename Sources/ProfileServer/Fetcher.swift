@@ -10,8 +10,14 @@ import WireBytes
 /// Made by a worker with its job, used by that worker when the job is answered.
 public protocol ReadAnswer {
     /// Writes the job's answer (its reply, or the store's failure) through the front that took
-    /// the request, on the worker that took it.
+    /// the request, on the worker that took it: all of it, or, when it has parts, what comes
+    /// before them.
     func write(_ job: ReadJob, through front: any WorkerFront)
+    /// How many parts follow what `write` wrote (a row's line, the end): the core writes them
+    /// (`writePart`) as far as the connection's replies may go, and the rest as the client
+    /// reads (`UnfinishedAnswer`). 0 when `write` wrote the whole reply.
+    func partCount(of job: ReadJob) -> Int
+    func writePart(_ index: Int, of job: ReadJob, through front: any WorkerFront)
 }
 
 /// A read the cache cannot answer: what to read, what was read, and how its front answers.
@@ -75,6 +81,8 @@ public final class ReadJob: @unchecked Sendable {
 
     package func argument(_ i: Int) -> UnsafeRawBufferPointer { arguments.argument(i) }
     package var argumentCount: Int { arguments.count }
+    /// What the job holds: its arguments and what it read.
+    package var heldBytes: Int { arguments.byteCount + values.capacity }
 
     /// Lookup `index`'s id.
     package func userId(_ index: Int) -> UnsafeRawBufferPointer {

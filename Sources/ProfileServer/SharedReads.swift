@@ -45,7 +45,7 @@ extension RequestProcessor {
         let job = ReadJob(connection: connection, read: read, answer: answer, kind: kind, arguments: count, argument: argument,
                           lookups: [], keyPrefix: 0, tickets: [])
         if reads.readListing(into: job) {
-            answerFetched(job)
+            answerFetched(job, through: job.worker.fronts[connection.frontIndex])
         } else {
             queueFetch(job, connection)
         }
@@ -54,9 +54,9 @@ extension RequestProcessor {
     /// Answers a read the fetchers (or, for a listing, this worker) made: fills the cache with
     /// what it found (where the cache may take it) and writes the reply as the request's front
     /// words it.
-    package func answerFetched(_ job: ReadJob) {
+    package func answerFetched(_ job: ReadJob, through front: any WorkerFront) {
         if job.failure == nil { fillCache(from: job) }
-        job.answer.write(job, through: job.worker.fronts[job.connection.frontIndex])
+        writeAnswer(of: job, through: front)
     }
 
     /// Puts the profiles a job read into the cache, where it may take them, and counts the lookups.

@@ -273,8 +273,9 @@ package final class Worker: @unchecked Sendable {
         if let open = current { finishPass(open) }
     }
 
-    /// Writes one answered job's reply into the scratch, then the replies held behind it;
-    /// false when its connection is closed and nothing was written.
+    /// Writes one answered job's reply into the scratch, then the replies held behind it, or,
+    /// behind a reply being made as the client reads, once that is done; false when its
+    /// connection is closed and nothing was written.
     private func answer(_ job: WriteJob, now: Int) -> Bool {
         context.latency[index].record(job.kind, nanos: now - job.startNanos, count: 1)
         processor.requestsAnswered += 1
@@ -283,11 +284,37 @@ package final class Worker: @unchecked Sendable {
         precondition(connection.worker === self, "an answer reached a worker that no longer has its connection")
         connection.unansweredWrites.removeFirst()
         guard connection.phase != .closed else { return false }
+        if connection.unfinishedReply != nil {
+            connection.writeAnswersWaiting += 1
+            connection.answersWaiting.append { worker in
+                connection.writeAnswersWaiting -= 1
+                worker.writeAnswer(of: job)
+            }
+        } else {
+            writeAnswer(of: job)
+        }
+        return true
+    }
+
+    /// A committed write's answer: what must go before it, its reply (its parts as far as the
+    /// connection's replies may go), then the replies held behind it, which wait for the rest of
+    /// the reply if it paused.
+    fileprivate func writeAnswer(of job: WriteJob) {
+        let connection = job.connection
         let front = fronts[connection.frontIndex]
         front.beforeAnswer(of: job, on: connection)
         job.answer.write(job, through: front)
-        processor.releaseHeldReplies(connection)
-        return true
+        let parts = job.answer.partCount(of: job)
+        if parts > 0 {
+            processor.writeParts(parts, heldBytes: job.heldBytes, on: connection, front: front) {
+                job.answer.writePart($0, of: job, through: $1)
+            }
+        }
+        if connection.unfinishedReply == nil {
+            processor.releaseHeldReplies(connection)
+        } else {
+            connection.answersWaiting.insert({ $0.processor.releaseHeldReplies(connection) }, at: 0)
+        }
     }
 
     /// The jobs of this worker a submit committed in its thread (`WriteCoordinator.submit`):
@@ -322,8 +349,13 @@ package final class Worker: @unchecked Sendable {
             guard connection.phase != .closed else { continue }
             if let open = current, open !== connection { finishPass(open) }
             current = connection
-            processor.answerFetched(job)
             connection.readsInFlight -= 1
+            if connection.unfinishedReply != nil {
+                // Written by whichever worker holds the connection by then.
+                connection.answersWaiting.append { $0.processor.answerFetched(job, through: $0.fronts[connection.frontIndex]) }
+            } else {
+                processor.answerFetched(job, through: fronts[connection.frontIndex])
+            }
         }
         if let open = current { finishPass(open) }
     }
@@ -476,12 +508,29 @@ package final class Worker: @unchecked Sendable {
         finishPass(connection)
     }
 
-    /// Finishes an unfinished MGET as far as the high-water mark lets it, then serves the
+    /// Finishes an unfinished reply as far as the high-water mark lets it, then serves the
     /// requests kept in the connection's own buffer once it is done.
     private func handlePending(_ connection: Connection) {
-        guard connection.phase == .serving, processor.continueLookups(connection, front: fronts[connection.frontIndex]), !connection.pending.isEmpty else { return }
+        guard connection.phase == .serving, continueReplies(connection), !connection.pending.isEmpty else { return }
         let used = handleInput(connection, connection.pending.base!, connection.pending.count)
         if connection.phase != .closed { connection.pending.consume(used) }
+    }
+
+    /// Goes on with the connection's unfinished reply (an MGET's lookups, a job's answer in
+    /// parts), then writes the answers that waited behind it, in order, as far as the
+    /// high-water mark lets it; true when nothing is left unfinished.
+    private func continueReplies(_ connection: Connection) -> Bool {
+        while true {
+            let front = fronts[connection.frontIndex]
+            if let answer = connection.unfinishedReply as? UnfinishedAnswer {
+                guard answer.resume(processor, on: connection, front: front) else { return false }
+                connection.unfinishedReply = nil
+            } else if connection.unfinishedReply != nil {
+                guard processor.continueLookups(connection, front: front) else { return false }
+            }
+            guard !connection.answersWaiting.isEmpty, connection.phase != .closed else { return connection.phase != .closed }
+            connection.answersWaiting.removeFirst()(self)
+        }
     }
 
     /// Serves the whole requests at the start of `bytes` in the connection's protocol; returns

@@ -28,6 +28,9 @@ package struct ArgumentStore: ~Copyable {
 
     deinit { storage.deallocate() }
 
+    /// The bytes it holds.
+    package var byteCount: Int { storage.count }
+
     /// Argument `i` as raw bytes.
     package func argument(_ i: Int) -> UnsafeRawBufferPointer {
         let header = count * MemoryLayout<UInt32>.size
@@ -43,8 +46,13 @@ package struct ArgumentStore: ~Copyable {
 /// Made by a worker with its job, used by that worker when the job is answered.
 package protocol WriteAnswer {
     /// Writes the job's answer (its reply, or the store's failure) through the front that took
-    /// the request, on the worker that took it.
+    /// the request, on the worker that took it: all of it, or, when it has parts, what comes
+    /// before them.
     func write(_ job: WriteJob, through front: any WorkerFront)
+    /// How many parts follow what `write` wrote (an EXEC's replies, one per command), which
+    /// the core writes as `ReadAnswer.partCount` says; 0 when `write` wrote the whole reply.
+    func partCount(of job: WriteJob) -> Int
+    func writePart(_ index: Int, of job: WriteJob, through front: any WorkerFront)
 }
 
 /// One write request (or RESP transaction) on its way to the writer thread and back: a unit of
@@ -104,6 +112,8 @@ public final class WriteJob: WriteUnit, @unchecked Sendable {
 
     /// Argument `i` as raw bytes, valid while the job lives.
     package func argument(_ i: Int) -> UnsafeRawBufferPointer { arguments.argument(i) }
+    /// What the job holds: its arguments and what its reads found.
+    package var heldBytes: Int { arguments.byteCount + readValues.capacity }
 
     // MARK: WriteUnit
 

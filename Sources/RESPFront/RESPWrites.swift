@@ -72,16 +72,27 @@ struct RESPWriteAnswer: WriteAnswer {
                                 firstOperation: firstOperation, operationCount: operations.count - firstOperation))
     }
 
-    /// Each command's reply, in an array for a transaction; the store's failure otherwise.
+    /// The command's reply, or a transaction's array header, whose commands' replies are its
+    /// parts; the store's failure otherwise.
     func write(_ job: WriteJob, through front: any WorkerFront) {
         let front = unsafeDowncast(front, to: RESPWorkerFront.self)
         let connection = job.connection
         if let failure = job.failure {
             front.respStoreFailure(failure, connection)
-            return
+        } else if isTransaction {
+            front.respArrayHeader(commands.count, connection)
+        } else {
+            for command in commands { front.answer(command, of: job, connection) }
         }
-        if isTransaction { front.respArrayHeader(commands.count, connection) }
-        for command in commands { front.answer(command, of: job, connection) }
+    }
+
+    /// A transaction's replies, one a part, made as the client reads.
+    func partCount(of job: WriteJob) -> Int {
+        isTransaction && job.failure == nil ? commands.count : 0
+    }
+
+    func writePart(_ index: Int, of job: WriteJob, through front: any WorkerFront) {
+        unsafeDowncast(front, to: RESPWorkerFront.self).answer(commands[index], of: job, job.connection)
     }
 }
 

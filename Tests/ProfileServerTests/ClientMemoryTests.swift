@@ -237,6 +237,73 @@ import Testing
         }
     }
 
+    /// A slow reader's RECENT of 1,000 profiles whose every byte is sent escaped (9.3 MB of
+    /// reply from 2.3 MB of rows) is made as it reads: the connection holds the rows read, the
+    /// 1 MiB high-water mark and one line, not the whole reply, and once it reads, the reply
+    /// arrives whole and in order, then the request behind it.
+    @Test func aSlowReaderOfALargeRECENTGetsItWholeAndInOrder() throws {
+        let watched = try Watched(budget: [])
+        try EscapedProfiles.store(through: try watched.server.connect())
+        let fd = try rawLoopbackConnection(port: watched.server.port, receiveBuffer: 4096)
+        defer { close(fd) }
+        let requests = Array("RECENT 1000\nPING\n".utf8)
+        _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        usleep(1_000_000)
+        // The rows (2.3 MB of values and their ranges), the mark, and one line of 9.3 KB.
+        let held = try watched.stats()["client_memory_bytes"] ?? .max
+        #expect(held <= (1 << 20) + (3 << 20), "the slow reader's connection holds \(held) bytes")
+        let lines = try readLinesUntilPong(fd)
+        // Newest first: the last MSET wrote the last ids.
+        let expected = EscapedProfiles.ids.reversed().map(EscapedProfiles.valueLine) + ["END", "PONG"]
+        #expect(lines.count == expected.count)
+        let difference = firstDifference(lines, expected)
+        #expect(difference == nil, "\(difference ?? "")")
+    }
+
+    /// A slow reader's EXEC of 1,000 HMGETs that each name a profile's longest value seven
+    /// times (14.6 MB of replies from 2.3 MB of values) is made as it reads: the connection
+    /// holds what the transaction read, the high-water mark and one command's reply, not the
+    /// whole reply; once it reads, the reply arrives whole and in order, then the answers that
+    /// waited behind it: a write that committed with it, a read answered ahead of that write,
+    /// and a PING.
+    @Test func aSlowReaderOfALargeEXECGetsItWholeAndInOrder() throws {
+        let watched = try Watched(budget: [])
+        let fd = try rawLoopbackConnection(port: watched.server.respPort, receiveBuffer: 4096)
+        defer { close(fd) }
+        var requests = Array("MULTI\r\n".utf8)
+        var expected = Array("+OK\r\n".utf8)
+        var exec = Array("*1000\r\n".utf8)
+        let uri = String(repeating: "u", count: 2048)
+        for i in 0..<1000 {
+            let key = "big\(i)"
+            requests += Array("*9\r\n$5\r\nHMGET\r\n$\(key.utf8.count)\r\n\(key)\r\n".utf8)
+            for _ in 0..<7 { requests += Array("$11\r\nportraitUri\r\n".utf8) }
+            expected += Array("+QUEUED\r\n".utf8)
+            exec += Array("*7\r\n".utf8)
+            for _ in 0..<7 { exec += Array("$2048\r\n\(uri)\r\n".utf8) }
+        }
+        requests += Array("EXEC\r\nHSET big0 name x\r\nHGET big1 name\r\nPING\r\n".utf8)
+        expected += exec + Array(":0\r\n$256\r\n\(String(repeating: "n", count: 256))\r\n+PONG\r\n".utf8)
+        _ = requests.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        usleep(1_000_000)
+        // The job (2.3 MB of values and 0.1 MB of queued commands), the mark, one reply of 14.6 KB.
+        let held = try watched.stats()["client_memory_bytes"] ?? .max
+        #expect(held <= (1 << 20) + (3 << 20), "the slow reader's connection holds \(held) bytes")
+        var readFaster: Int32 = 1 << 20
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &readFaster, socklen_t(MemoryLayout<Int32>.size))
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while received.count < expected.count {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { break }
+            received += chunk[0..<n]
+        }
+        // Compared here, not by #expect, which would describe the difference of two 15 MB arrays.
+        let agreeing = zip(received, expected).prefix(while: { $0 == $1 }).count
+        #expect(agreeing == expected.count && received.count == expected.count,
+                "\(received.count) bytes of \(expected.count), the same up to byte \(agreeing): \(String(decoding: received[agreeing...].prefix(120), as: UTF8.self))")
+    }
+
     /// What both attacks must leave: evictions, the clients' memory within the budget (plus the
     /// one connection that went past it), a probe answered throughout, resident memory that
     /// grew by no more than the budget and the probe's share, and, once the attackers leave,
