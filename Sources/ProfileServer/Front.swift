@@ -133,10 +133,12 @@ package protocol ChangeFeed: AnyObject, Sendable {
     /// while nobody does.
     var isActive: Bool { get }
     /// These profiles changed; `origin` is the `changeOrigin` of the connection whose write
-    /// changed them (0: another node, or no connection that listens).
-    func changed(_ userIds: UnsafeBufferPointer<UnsafeRawBufferPointer>, origin: Int)
+    /// changed them (0: another node, or no connection that listens). Each notice made for a
+    /// connection is counted in `notices` (`ChangeNotices.expect`) and marked sent once it is
+    /// on that connection's socket: the write is acknowledged only then. nil: no write waits.
+    func changed(_ userIds: UnsafeBufferPointer<UnsafeRawBufferPointer>, origin: Int, notices: ChangeNotices?)
     /// Everything may have changed: a FLUSHALL, or a lease that ran out.
-    func flushAll()
+    func flushAll(notices: ChangeNotices?)
     /// STATS' `tracking_clients`, `tracking_keys` and `tracking_invalidations_sent`.
     var statistics: (clients: Int, keys: Int, invalidationsSent: Int) { get }
 }
@@ -161,12 +163,12 @@ final class ChangeFeeds: ChangeFeed {
 
     var isActive: Bool { feeds.contains { $0.isActive } }
 
-    func changed(_ userIds: UnsafeBufferPointer<UnsafeRawBufferPointer>, origin: Int) {
-        for feed in feeds where feed.isActive { feed.changed(userIds, origin: origin) }
+    func changed(_ userIds: UnsafeBufferPointer<UnsafeRawBufferPointer>, origin: Int, notices: ChangeNotices?) {
+        for feed in feeds where feed.isActive { feed.changed(userIds, origin: origin, notices: notices) }
     }
 
-    func flushAll() {
-        for feed in feeds where feed.isActive { feed.flushAll() }
+    func flushAll(notices: ChangeNotices?) {
+        for feed in feeds where feed.isActive { feed.flushAll(notices: notices) }
     }
 
     var statistics: (clients: Int, keys: Int, invalidationsSent: Int) {

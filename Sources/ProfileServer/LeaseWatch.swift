@@ -31,7 +31,7 @@ final class LeaseWatch: Sendable {
             let now = monotonicNanos()
             let nowVouched = store.cacheMayAnswer(at: now)
             if !nowVouched && (vouched || now - lastFlush >= lease) {
-                changes.flushAll()
+                changes.flushAll(notices: nil)
                 lastFlush = now
             }
             vouched = nowVouched

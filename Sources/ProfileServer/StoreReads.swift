@@ -164,11 +164,11 @@ package final class FetchersReadTheStore: StoreReads, @unchecked Sendable {
             // would cost each a needless read (and break NOLOOP).
             try store.follow(invalidate: { ids, origin in
                                  for id in ids { cache.invalidate(id) }
-                                 if origin == .elsewhere { changes.changed(ids, origin: 0) }
+                                 if origin == .elsewhere { changes.changed(ids, origin: 0, notices: nil) }
                              },
                              invalidateAll: { origin in
                                  cache.removeAll()
-                                 if origin == .elsewhere { changes.flushAll() }
+                                 if origin == .elsewhere { changes.flushAll(notices: nil) }
                              })
         } catch {
             Log.error("cannot follow the shared store's changes", ["error": "\(error)"])

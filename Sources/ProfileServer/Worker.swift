@@ -285,15 +285,43 @@ package final class Worker: @unchecked Sendable {
         connection.unansweredWrites.removeFirst()
         guard connection.phase != .closed else { return false }
         if connection.unfinishedReply != nil {
-            connection.writeAnswersWaiting += 1
-            connection.answersWaiting.append { worker in
-                connection.writeAnswersWaiting -= 1
-                worker.writeAnswer(of: job)
-            }
+            waitToAnswer(job, behindTheRest: true)
         } else {
-            writeAnswer(of: job)
+            writeAnswerOnceNoticed(job)
         }
         return true
+    }
+
+    /// Puts a committed write's answer among those that wait for the connection's unfinished
+    /// reply: last, or, when it must wait for its own notices, first.
+    private func waitToAnswer(_ job: WriteJob, behindTheRest: Bool) {
+        let connection = job.connection
+        connection.writeAnswersWaiting += 1
+        let answer = { (worker: Worker) in
+            connection.writeAnswersWaiting -= 1
+            worker.writeAnswerOnceNoticed(job)
+        }
+        if behindTheRest { connection.answersWaiting.append(answer) } else { connection.answersWaiting.insert(answer, at: 0) }
+    }
+
+    /// A committed write's answer, once the notices its commit made for other connections are
+    /// sent (`ChangeNotices`); until then it waits, with everything after it.
+    fileprivate func writeAnswerOnceNoticed(_ job: WriteJob) {
+        let connection = job.connection
+        if let notices = job.notices, !notices.allSent(waking: self, for: connection) {
+            connection.unfinishedReply = AwaitedNotices(notices)
+            return waitToAnswer(job, behindTheRest: false)
+        }
+        writeAnswer(of: job)
+    }
+
+    /// The notices a write's answer waited for are sent: go on with the connection's answers
+    /// and input, unless it closed or moved meanwhile.
+    func goOn(with connection: Connection) {
+        guard connection.worker === self, connection.phase == .serving else { return }
+        processor.beginPass(at: monotonicNanos())
+        handlePending(connection)
+        finishPass(connection)
     }
 
     /// A committed write's answer: what must go before it, its reply (its parts as far as the
@@ -420,7 +448,11 @@ package final class Worker: @unchecked Sendable {
     /// lives in the connection. Not with writes in flight, whose answers come to this worker,
     /// nor half closed, which only a pass over it here would finish.
     private func movableConnections() -> [Connection] {
-        connections.values.filter { $0.phase == .serving && $0.jobsInFlight == 0 && !$0.peerClosed && !$0.handshaking }
+        // Nor one making a reply as its client reads, or waiting for its notices: what it
+        // waits for comes back to this worker.
+        connections.values.filter {
+            $0.phase == .serving && $0.jobsInFlight == 0 && $0.unfinishedReply == nil && !$0.peerClosed && !$0.handshaking
+        }
     }
 
     /// Hands a connection between requests to another worker; keeps it if that one has stopped.
@@ -524,6 +556,9 @@ package final class Worker: @unchecked Sendable {
             let front = fronts[connection.frontIndex]
             if let answer = connection.unfinishedReply as? UnfinishedAnswer {
                 guard answer.resume(processor, on: connection, front: front) else { return false }
+                connection.unfinishedReply = nil
+            } else if let awaited = connection.unfinishedReply as? AwaitedNotices {
+                guard awaited.notices.allSent(waking: self, for: connection) else { return false }
                 connection.unfinishedReply = nil
             } else if connection.unfinishedReply != nil {
                 guard processor.continueLookups(connection, front: front) else { return false }

@@ -94,6 +94,9 @@ public final class WriteJob: WriteUnit, @unchecked Sendable {
     private var readValues: [UInt8] = []
     /// Set when the commit failed: the reason for the client, naming no file.
     package var failure: String?
+    /// The notices the commit's changes made for other connections, which its answer waits
+    /// for; nil when none could be made (nobody tracks).
+    package var notices: ChangeNotices?
     /// When the worker took the request, for its latency.
     package let startNanos: Int
 

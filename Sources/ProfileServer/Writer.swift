@@ -230,15 +230,20 @@ final class WriteCoordinator: @unchecked Sendable {
     }
 
     /// Tells the change feed which of the job's profiles changed, once the cache holds what
-    /// they are now: a client told of a change reads the new value.
+    /// they are now: a client told of a change reads the new value. The job is acknowledged
+    /// once the notices this makes are sent (`WriteJob.notices`).
     private func tellTracking(_ job: WriteJob, changed: (Int) -> Bool) {
         guard changes.isActive else { return }
+        let notices = ChangeNotices()
+        job.notices = notices
+        // The writer's own count: the job waits at least until every feed was told.
+        defer { notices.sent() }
         var userIds: [UnsafeRawBufferPointer] = []
         for index in 0..<job.operationCount where changed(index) {
-            guard let userId = job.userId(at: index) else { return changes.flushAll() }
+            guard let userId = job.userId(at: index) else { return changes.flushAll(notices: notices) }
             userIds.append(userId)
         }
-        if !userIds.isEmpty { userIds.withUnsafeBufferPointer { changes.changed($0, origin: job.changeOrigin) } }
+        if !userIds.isEmpty { userIds.withUnsafeBufferPointer { changes.changed($0, origin: job.changeOrigin, notices: notices) } }
     }
 }
 

@@ -30,6 +30,8 @@ final class TrackingClient: WorkerDelivery, @unchecked Sendable {
     var prefixes: [[UInt8]] = []
     /// Pushes made and not yet taken by the worker, whole.
     var pending: [[UInt8]] = []
+    /// The writes' notices those pushes count in, marked sent once the worker has written them.
+    var pendingNotices: [ChangeNotices] = []
     /// The worker has been told of `pending`.
     var posted = false
 
@@ -119,7 +121,11 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
         client.subscribed = false
         client.pending = []
         client.worker = nil
+        let dropped = client.pendingNotices
+        client.pendingNotices = []
         lock.unlock()
+        // Dropped with the connection: the writes need not wait for them.
+        for notices in dropped { notices.sent() }
     }
 
     func clientExists(_ id: Int) -> Bool {
@@ -205,7 +211,7 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
                 // A random other key leaves, its readers told it changed.
                 let victim = Int.random(in: 0..<tracked.count - 1)
                 let (userId, readers) = removeTracked(at: victim)
-                for reader in readers { tell(reader, keys: [userId], origin: 0, posts: &posts) }
+                for reader in readers { tell(reader, keys: [userId], origin: 0, notices: nil, posts: &posts) }
             }
         }
         trackedCount.store(tracked.count, ordering: .relaxed)
@@ -216,14 +222,14 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
     /// These profiles changed (`origin`: the client whose write it was, for NOLOOP; 0 for none
     /// of this node's, or another node's): each of their readers is told once, and every BCAST
     /// client whose prefix matches gets their keys in one push.
-    func changed(_ userIds: UnsafeBufferPointer<UnsafeRawBufferPointer>, origin: Int) {
+    func changed(_ userIds: UnsafeBufferPointer<UnsafeRawBufferPointer>, origin: Int, notices: ChangeNotices?) {
         guard isActive else { return }
         var posts: [(TrackingClient, Worker)] = []
         lock.lock()
         for userId in userIds where !positions.isEmpty {
             guard let position = positions[Array(userId)] else { continue }
             let (key, readers) = removeTracked(at: position)
-            for reader in readers { tell(reader, keys: [key], origin: origin, posts: &posts) }
+            for reader in readers { tell(reader, keys: [key], origin: origin, notices: notices, posts: &posts) }
         }
         for id in broadcasters {
             guard let client = clients[id], !(client.noloop && id == origin) else { continue }
@@ -232,7 +238,7 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
                 let key = keyPrefix + Array(userId)
                 if client.prefixes.contains(where: { key.starts(with: $0) }) { keys.append(Array(userId)) }
             }
-            if !keys.isEmpty { deliver(keys, for: client, posts: &posts) }
+            if !keys.isEmpty { deliver(keys, for: client, notices: notices, posts: &posts) }
         }
         trackedCount.store(tracked.count, ordering: .relaxed)
         lock.unlock()
@@ -241,7 +247,7 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
 
     /// Everything may have changed (FLUSHALL, or a node whose lease ran out): the table is
     /// emptied and every tracking client is told to drop all it cached.
-    func flushAll() {
+    func flushAll(notices: ChangeNotices?) {
         guard isActive || keyCount > 0 else { return }
         var posts: [(TrackingClient, Worker)] = []
         lock.lock()
@@ -251,22 +257,24 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
         for client in clients.values where client.on {
             guard let target = target(of: client, posts: &posts) else { continue }
             enqueue(RESPPush.flush(target.version, nullVersion: client.version), redirected: target !== client, to: target,
-                    posts: &posts)
+                    notices: notices, posts: &posts)
         }
         lock.unlock()
         ring(posts)
     }
 
-    /// Takes the pushes made for the client, if `worker` still holds its connection (else the
+    /// Takes the pushes made for the client, and the writes' notices they count in (which the
+    /// taker marks sent once it wrote them), if `worker` still holds its connection (else the
     /// worker it moved to takes them).
-    func takePending(_ client: TrackingClient, on worker: Worker) -> [[UInt8]]? {
+    func takePending(_ client: TrackingClient, on worker: Worker) -> (pushes: [[UInt8]], notices: [ChangeNotices])? {
         lock.lock()
         defer { lock.unlock() }
         guard client.worker === worker else { return nil }
         client.posted = false
-        let pending = client.pending
+        let taken = (client.pending, client.pendingNotices)
         client.pending = []
-        return pending
+        client.pendingNotices = []
+        return taken
     }
 
     // MARK: Under the lock
@@ -285,15 +293,16 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
 
     /// Tells a default-mode reader that these keys changed, unless it stopped tracking, went
     /// BCAST, or wrote them itself with NOLOOP.
-    private func tell(_ id: Int, keys: [[UInt8]], origin: Int, posts: inout [(TrackingClient, Worker)]) {
+    private func tell(_ id: Int, keys: [[UInt8]], origin: Int, notices: ChangeNotices?, posts: inout [(TrackingClient, Worker)]) {
         guard let client = clients[id], client.on, !client.bcast, !(client.noloop && id == origin) else { return }
-        deliver(keys, for: client, posts: &posts)
+        deliver(keys, for: client, notices: notices, posts: &posts)
     }
 
-    private func deliver(_ userIds: [[UInt8]], for client: TrackingClient, posts: inout [(TrackingClient, Worker)]) {
+    private func deliver(_ userIds: [[UInt8]], for client: TrackingClient, notices: ChangeNotices?,
+                         posts: inout [(TrackingClient, Worker)]) {
         guard let target = target(of: client, posts: &posts) else { return }
         enqueue(RESPPush.invalidation(keys: userIds.map { keyPrefix + $0 }, target.version), redirected: target !== client,
-                to: target, posts: &posts)
+                to: target, notices: notices, posts: &posts)
     }
 
     /// Where the client's invalidations go: itself, or the client it redirects to; nil when
@@ -302,20 +311,27 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
         guard client.redirect != 0 else { return client }
         if let target = clients[client.redirect] { return target }
         client.brokenRedirect = true
-        if client.version == .resp3 { append(RESPPush.redirectBroken(client.redirect), to: client, posts: &posts) }
+        if client.version == .resp3 { append(RESPPush.redirectBroken(client.redirect), to: client, notices: nil, posts: &posts) }
         return nil
     }
 
     /// A RESP3 connection takes the push; a RESP2 one only redirected to and subscribed, as a
     /// pub/sub message; anything else cannot carry it and it is dropped, as Redis does.
-    private func enqueue(_ push: [UInt8], redirected: Bool, to target: TrackingClient, posts: inout [(TrackingClient, Worker)]) {
+    private func enqueue(_ push: [UInt8], redirected: Bool, to target: TrackingClient, notices: ChangeNotices?,
+                         posts: inout [(TrackingClient, Worker)]) {
         guard target.version == .resp3 || (redirected && target.subscribed) else { return }
         invalidations.add(1, ordering: .relaxed)
-        append(push, to: target, posts: &posts)
+        append(push, to: target, notices: notices, posts: &posts)
     }
 
-    private func append(_ push: [UInt8], to target: TrackingClient, posts: inout [(TrackingClient, Worker)]) {
+    /// Queues a push for the client's worker; the write whose `notices` it counts in is not
+    /// acknowledged before the worker wrote it.
+    private func append(_ push: [UInt8], to target: TrackingClient, notices: ChangeNotices?, posts: inout [(TrackingClient, Worker)]) {
         target.pending.append(push)
+        if let notices {
+            notices.expect()
+            target.pendingNotices.append(notices)
+        }
         if !target.posted, let worker = target.worker {
             target.posted = true
             posts.append((target, worker))

@@ -62,18 +62,26 @@ extension RESPWorkerFront {
         if job.changeOrigin != 0 && shared.tracking.isActive { writePushes(of: connection.resp.tracking, to: connection) }
     }
 
-    /// Writes the pushes client-side caching made for a connection of `worker`, this front's.
+    /// Writes the pushes client-side caching made for a connection of `worker`, this front's,
+    /// and sends them, before the writes that made them are acknowledged.
     func deliverPushes(_ client: TrackingClient, to connection: Connection, on worker: Worker) {
         // Taken only while this worker holds the connection: else the worker it moved to does.
-        guard let pushes = shared.tracking.takePending(client, on: worker), !pushes.isEmpty, connection.phase != .closed else { return }
+        guard let taken = shared.tracking.takePending(client, on: worker) else { return }
+        // On the socket (or behind replies the client has not read), or dropped with the
+        // connection: the writes may be acknowledged.
+        defer { for notices in taken.notices { notices.sent() } }
+        guard !taken.pushes.isEmpty, connection.phase != .closed else { return }
         processor.beginPass(at: monotonicNanos())
-        writePushes(pushes, to: connection)
+        writePushes(taken.pushes, to: connection)
         worker.finishPass(connection)
     }
 
+    /// The pushes made for the connection of a write being answered: written before its
+    /// answer, in the same pass, so they reach the socket first.
     private func writePushes(of client: TrackingClient, to connection: Connection) {
-        guard let pushes = shared.tracking.takePending(client, on: connection.worker) else { return }
-        writePushes(pushes, to: connection)
+        guard let taken = shared.tracking.takePending(client, on: connection.worker) else { return }
+        writePushes(taken.pushes, to: connection)
+        for notices in taken.notices { notices.sent() }
     }
 
     private func writePushes(_ pushes: [[UInt8]], to connection: Connection) {

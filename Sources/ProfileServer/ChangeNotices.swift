@@ -1,0 +1,75 @@
+import ProfileSystem
+
+/// The notices a commit's changes made for other connections that must hear of them before
+/// the commit is acknowledged (RESP's invalidation pushes to client caches): counted as the
+/// change feeds make them, marked sent as each worker hands them to their connections' sockets
+/// (or drops them with a closed connection), and waited for by the worker that answers the
+/// commit's writes. A client that got a write's reply then never reads the old value from a
+/// client cache that was to be told of the change: the push is on that cache's socket first.
+///
+/// Thread-safe: the writer makes it, change feeds count into it, any worker marks notices
+/// sent, and the worker answering the writes waits for it (`allSent(waking:for:)`).
+public final class ChangeNotices: @unchecked Sendable {
+    private let lock = ConditionLock()
+    /// Notices not sent yet, and one for the writer while it is still telling the feeds.
+    private var pending = 1
+    /// Who waits for the last one: the worker to wake, for the connection to go on with.
+    private var waiter: (worker: Worker, connection: Connection)?
+
+    package init() {}
+
+    /// One more notice to wait for; counted before anyone can send it.
+    package func expect() {
+        lock.lock()
+        pending += 1
+        lock.unlock()
+    }
+
+    /// A notice was handed to its connection's socket, or dropped with its connection (and,
+    /// once, the writer has told every feed); the last one wakes the waiting worker.
+    package func sent() {
+        lock.lock()
+        pending -= 1
+        let wake = pending == 0 ? waiter : nil
+        if wake != nil { waiter = nil }
+        lock.unlock()
+        if let wake { wake.worker.post(.deliver(NoticesSent(wake.connection))) }
+    }
+
+    /// Whether every notice was sent; when not, `worker` is woken for `connection` once they are.
+    func allSent(waking worker: Worker, for connection: Connection) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if pending == 0 { return true }
+        waiter = (worker, connection)
+        return false
+    }
+}
+
+/// A connection's write answer waiting for its commit's notices (`ChangeNotices`): nothing
+/// after it is written, or served, until they are sent.
+///
+/// Owned by its connection; the worker thread that holds the connection.
+final class AwaitedNotices: UnfinishedReply {
+    let notices: ChangeNotices
+
+    init(_ notices: ChangeNotices) {
+        self.notices = notices
+    }
+
+    var byteCount: Int { 0 }
+    var holdsReply: Bool { false }
+}
+
+/// Wakes the worker whose connection waited for a commit's notices.
+final class NoticesSent: WorkerDelivery {
+    let connection: Connection
+
+    init(_ connection: Connection) {
+        self.connection = connection
+    }
+
+    func deliver(on worker: Worker) {
+        worker.goOn(with: connection)
+    }
+}
