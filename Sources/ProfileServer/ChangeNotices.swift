@@ -1,4 +1,4 @@
-import ProfileSystem
+import Synchronization
 
 /// The notices a commit's changes made for other connections that must hear of them before
 /// the commit is acknowledged (RESP's invalidation pushes to client caches): counted as the
@@ -10,39 +10,40 @@ import ProfileSystem
 /// Thread-safe: the writer makes it, change feeds count into it, any worker marks notices
 /// sent, and the worker answering the writes waits for it (`allSent(waking:for:)`).
 public final class ChangeNotices: @unchecked Sendable {
-    private let lock = ConditionLock()
+    /// Guards the two fields below; a futex, held for a few instructions.
+    private let lock = Mutex(())
     /// Notices not sent yet, and one for the writer while it is still telling the feeds.
     private var pending = 1
-    /// Who waits for the last one: the worker to wake, for the connection to go on with.
-    private var waiter: (worker: Worker, connection: Connection)?
+    /// Who waits for the last one: the workers to wake, for the connections to go on with
+    /// (each job of the commit that changed what someone tracks shares these notices).
+    private var waiters: [(worker: Worker, connection: Connection)] = []
 
     package init() {}
 
     /// One more notice to wait for; counted before anyone can send it.
     package func expect() {
-        lock.lock()
-        pending += 1
-        lock.unlock()
+        lock.withLock { _ in pending += 1 }
     }
 
     /// A notice was handed to its connection's socket, or dropped with its connection (and,
     /// once, the writer has told every feed); the last one wakes the waiting worker.
     package func sent() {
-        lock.lock()
-        pending -= 1
-        let wake = pending == 0 ? waiter : nil
-        if wake != nil { waiter = nil }
-        lock.unlock()
-        if let wake { wake.worker.post(.deliver(NoticesSent(wake.connection))) }
+        let wake = lock.withLock { _ -> [(worker: Worker, connection: Connection)] in
+            pending -= 1
+            guard pending == 0 else { return [] }
+            defer { waiters = [] }
+            return waiters
+        }
+        for waiter in wake { waiter.worker.post(.deliver(NoticesSent(waiter.connection))) }
     }
 
     /// Whether every notice was sent; when not, `worker` is woken for `connection` once they are.
     func allSent(waking worker: Worker, for connection: Connection) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        if pending == 0 { return true }
-        waiter = (worker, connection)
-        return false
+        lock.withLock { _ in
+            if pending == 0 { return true }
+            if !waiters.contains(where: { $0.connection === connection }) { waiters.append((worker, connection)) }
+            return false
+        }
     }
 }
 

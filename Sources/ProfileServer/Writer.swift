@@ -129,7 +129,12 @@ final class WriteCoordinator: @unchecked Sendable {
     }
 
     /// Commits the batch and gives each job its outcome; the cache learns every change first.
+    /// The batch's jobs that changed what someone tracks share one `ChangeNotices`: they are
+    /// answered together, once every notice the commit made is sent.
     private func commit(_ batch: [WriteJob]) {
+        let notices = changes.isActive ? ChangeNotices() : nil
+        // The writer's own count: the jobs wait at least until every feed was told.
+        defer { notices?.sent() }
         prefetchCache(batch)
         let cache = self.cache
         let known = self.known
@@ -156,13 +161,13 @@ final class WriteCoordinator: @unchecked Sendable {
                 for index in 0..<job.operationCount {
                     if let userId = job.userId(at: index) { cache.invalidate(userId) } else { cache.removeAll() }
                 }
-                tellTracking(job, changed: { _ in true })
+                tellTracking(job, notices, changed: { _ in true })
                 job.failure = error.reason
             case .failed(let error):
                 Log.warn("write failed; nothing of it was committed", ["error": "\(error)"])
                 job.failure = error.reason
             case .committed(let outcomes):
-                publish(job, outcomes)
+                publish(job, outcomes, notices)
                 job.record(outcomes)
                 count(job, outcomes)
             }
@@ -208,7 +213,7 @@ final class WriteCoordinator: @unchecked Sendable {
     /// Puts what the job's operations left into the cache.
     /// A removal of everything empties the cache first; ids written after it in the same unit
     /// are not cached then, and stay so (a write does not add to the cache).
-    private func publish(_ job: WriteJob, _ outcomes: WriteOutcomes) {
+    private func publish(_ job: WriteJob, _ outcomes: WriteOutcomes, _ notices: ChangeNotices?) {
         var removesAll = false
         for index in 0..<job.operationCount where outcomes.changed(index) {
             if job.removesAll(at: index) { removesAll = true }
@@ -226,18 +231,15 @@ final class WriteCoordinator: @unchecked Sendable {
             }
             cache.update(row.userId, profile: encoding.encode(row, at: scratch))
         }
-        tellTracking(job, changed: { outcomes.changed($0) })
+        tellTracking(job, notices, changed: { outcomes.changed($0) })
     }
 
     /// Tells the change feed which of the job's profiles changed, once the cache holds what
     /// they are now: a client told of a change reads the new value. The job is acknowledged
-    /// once the notices this makes are sent (`WriteJob.notices`).
-    private func tellTracking(_ job: WriteJob, changed: (Int) -> Bool) {
-        guard changes.isActive else { return }
-        let notices = ChangeNotices()
+    /// once the notices its commit made are sent (`WriteJob.notices`).
+    private func tellTracking(_ job: WriteJob, _ notices: ChangeNotices?, changed: (Int) -> Bool) {
+        guard let notices, changes.isActive else { return }
         job.notices = notices
-        // The writer's own count: the job waits at least until every feed was told.
-        defer { notices.sent() }
         var userIds: [UnsafeRawBufferPointer] = []
         for index in 0..<job.operationCount where changed(index) {
             guard let userId = job.userId(at: index) else { return changes.flushAll(notices: notices) }
