@@ -37,6 +37,38 @@ import Testing
         #expect(try c.roundTrip("QUIT\n") == "BYE")
     }
 
+    /// A token is matched whole: one wrong only in its last byte, one byte short or long, a
+    /// prefix of another or another with it as a prefix gets no role, over both fronts, and
+    /// each role's exact token gets that role and no other.
+    @Test func onlyAWholeTokenMatches() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // The admin's token begins with the reader's, whole.
+        let tokens = [("read", "token-for-reading"), ("write", "token-for-writing!"), ("admin", "token-for-reading-and-more")]
+        writeText(directory + "/tokens", tokens.map { "\($0.0) \($0.1)\n" }.joined())
+        let server = try TestServer(["--resp-port", "0", "--tokens", directory + "/tokens"], directory: directory)
+        let line = try server.connect()
+        let resp = try server.connectRESP()
+        for (_, token) in tokens {
+            let lastByteWrong = String(token.dropLast()) + (token.last == "x" ? "y" : "x")
+            for wrong in [lastByteWrong, String(token.dropLast()), token + "x", "x" + token, String(token.dropFirst())] {
+                #expect(try line.roundTrip("AUTH \(wrong)\n").hasPrefix("ERROR DENIED"), "AUTH \(wrong)")
+                #expect(try line.roundTrip("GET a\n").hasPrefix("ERROR NOAUTH"), "GET after AUTH \(wrong)")
+                #expect(try resp.call("AUTH", wrong).hasPrefix("-WRONGPASS"), "AUTH \(wrong)")
+                #expect(try resp.call("HGET", "a", "name").hasPrefix("-NOAUTH"), "HGET after AUTH \(wrong)")
+            }
+        }
+        // Each exact token: reads for all, writes from write up, FLUSHALL for admin alone.
+        for (role, token) in tokens {
+            #expect(try line.roundTrip("AUTH \(token)\n") == "OK")
+            #expect(try line.roundTrip("GET a\n") == "NOTFOUND a")
+            #expect(try line.roundTrip("DEL a\n").hasPrefix(role == "read" ? "ERROR DENIED" : "NOTFOUND"), "\(role)")
+            #expect(try line.roundTrip("FLUSHALL\n").hasPrefix(role == "admin" ? "OK" : "ERROR DENIED"), "\(role)")
+            #expect(try resp.call("AUTH", token) == "+OK\r\n")
+            #expect(try resp.call("DEL", "a").hasPrefix(role == "read" ? "-NOPERM" : ":0"), "\(role)")
+        }
+    }
+
     @Test func authWithoutTokensChangesNothing() throws {
         let server = try TestServer()
         let c = try server.connect()
