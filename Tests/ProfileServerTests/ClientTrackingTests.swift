@@ -41,6 +41,20 @@ import Testing
         #expect(run.status == 0, "\(run)")
     }
 
+    /// BCAST's prefixes are matched against keys, `--resp-key-prefix` and all: a client that
+    /// tracks `BCAST PREFIX user:a` hears of every change to a userId beginning with `a`, and
+    /// of no other.
+    @Test func bcastPrefixesNameKeysWithTheKeyPrefix() throws {
+        let server = try TestServer(["--resp-port", "0", "--resp-key-prefix", "user:"])
+        let reader = try Self.tracking(server, "BCAST", "PREFIX", "user:a")
+        let line = try server.connect()
+        #expect(try line.roundTrip("SET bob B ub\n") == "STORED")
+        #expect(try line.roundTrip("SET ann A ua\n") == "STORED")
+        // The first push is ann's: bob's change told this client nothing.
+        #expect(try reader.reply() == Self.push("user:ann"))
+        #expect(try reader.call("PING") == "+PONG\r\n")
+    }
+
     /// Writes through the line protocol and an EXEC's writes tell the RESP client that read
     /// the profile; an EXEC's reads are remembered like any other; a profile is told of once
     /// per read.
