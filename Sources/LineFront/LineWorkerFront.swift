@@ -22,6 +22,8 @@ final class LineWorkerFront: WorkerFront {
     /// or ERROR STORE with its reason), so that answering one ahead never spills the scratch.
     /// A `let`, as a static's first-use check would run on every request.
     let heldReplyRoom = max(LineCacheEncoding.valueLineCapacity, "ERROR STORE \n".utf8.count + RequestProcessor.storeFailureReasonBytes)
+    /// The reply to a line over `maxLine`.
+    let tooLongReply: [UInt8]
     /// The request `decode` decoded last, until the next.
     private var request = LineRequest.failed(.tooLong)
 
@@ -40,6 +42,7 @@ final class LineWorkerFront: WorkerFront {
     init(processor: RequestProcessor, maxLine: Int) {
         self.processor = processor
         self.maxLine = maxLine
+        tooLongReply = Array("ERROR TOOLONG request line over \(maxLine) bytes, LF included (--max-line)\n".utf8)
     }
 
     func serve(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
@@ -73,7 +76,6 @@ final class LineWorkerFront: WorkerFront {
         case .needMore:
             return .needMore
         case .tooLong:
-            request = .failed(.tooLong)
             return .malformed
         case .line(let contentCount, let consumed):
             let line = UnsafeMutableRawBufferPointer(start: input.baseAddress, count: contentCount)
@@ -150,8 +152,11 @@ final class LineWorkerFront: WorkerFront {
 
     // MARK: Answers
 
+    /// `ERROR TOOLONG` naming the limit and the flag that sets it.
     func answerMalformed(on connection: Connection) {
-        if case .failed(let error) = request { reply(error: error, to: connection) }
+        processor.counters.errors += 1
+        processor.reserve(tooLongReply.count, connection)
+        tooLongReply.withUnsafeBytes { processor.out.append($0) }
     }
 
     func answerDenied(on connection: Connection, session: LineSession) {
