@@ -508,6 +508,16 @@ func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 /// Opens a blocking stream socket to the endpoint, with TCP_NODELAY over TCP: how every
 /// connection of this library starts, and profilebench's. The caller owns the descriptor.
+/// Why a connect failed, in words that say what to check: a refusal or a missing socket
+/// file means no server listens there.
+private func connectFailure(_ code: Int32) -> String {
+    let text = String(cString: strerror(code))
+    switch code {
+    case ECONNREFUSED, ENOENT: return "no server is listening there (\(text)); is profiled running, on this address and port?"
+    default: return text
+    }
+}
+
 public func openStream(to endpoint: Endpoint) throws(ClientError) -> Int32 {
     switch endpoint {
     case .unix(let path):
@@ -517,7 +527,7 @@ public func openStream(to endpoint: Endpoint) throws(ClientError) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let rc = address.withSockaddr { connect(fd, $0, $1) }
         guard rc == 0 else {
-            let reason = String(cString: strerror(errno))
+            let reason = connectFailure(errno)
             close(fd)
             throw ClientError.connect(endpoint: endpoint.description, reason: reason)
         }
@@ -542,7 +552,7 @@ public func openStream(to endpoint: Endpoint) throws(ClientError) -> Int32 {
                     setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
                     return fd
                 }
-                reason = String(cString: strerror(errno))
+                reason = connectFailure(errno)
                 close(fd)
             }
             entry = current.pointee.ai_next

@@ -26,6 +26,21 @@ import Testing
         #expect(try profilectl(["del", "42"] + f).status == 1)
     }
 
+    /// Where no server listens, a command says so, over TCP and over a Unix socket path.
+    @Test func noServerListeningIsSaidPlainly() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // A port just freed: nothing listens on it.
+        let server = try TestServer()
+        let port = server.port
+        _ = server.stop()
+        for place in [["--port", "\(port)"], ["--unix", directory + "/none.sock"]] {
+            let run = try profilectl(["ping"] + place)
+            #expect(run.status == 2, "\(run)")
+            #expect(run.stderr.contains("no server is listening there"), "\(run.stderr)")
+        }
+    }
+
     @Test func serverErrorsShowTheirCode() throws {
         let server = try TestServer()
         let run = try profilectl(["set", String(repeating: "i", count: 129), "n", "u"] + server.flags)
