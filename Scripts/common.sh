@@ -16,7 +16,6 @@ ensure_packages() {
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-    echo "installing: ${missing[*]}" >&2
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     local before status=0
@@ -32,8 +31,13 @@ ensure_packages() {
             { printf '#!/bin/sh\n# Scripts/common.sh: no service starts while it installs packages.\nexit 101\n' |
                 $sudo tee /usr/sbin/policy-rc.d >/dev/null && $sudo chmod 0755 /usr/sbin/policy-rc.d; } || exit 1
         fi
-        $sudo apt-get update -qq >&2 &&
-            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+        # apt's own output goes to APT_LOG when the caller names one (Scripts/test keeps it);
+        # what will be installed, dependencies counted, is said first.
+        local log="${APT_LOG:-/dev/stderr}" count
+        $sudo apt-get update -qq >>"$log" 2>&1 || exit 1
+        count="$(apt-get install -s --no-install-recommends "${missing[@]}" 2>/dev/null | grep -c '^Inst ' || true)"
+        echo "installing: ${missing[*]} ($count packages with what they need)" >&2
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1
     ) || status=$?
     # The packages' postinsts enable their units whether or not systemd runs (deb-systemd-helper
     # makes the symlinks), so they are disabled here, also after a failed install. Only the
