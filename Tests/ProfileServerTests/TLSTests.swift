@@ -192,6 +192,34 @@ import Testing
         }
     }
 
+    /// Each client tool checks that the server's certificate names the address or host it
+    /// connected to: a certificate from the trusted CA for 127.0.0.2 alone, reached at
+    /// 127.0.0.1, and one for `other.example` alone, reached as `localhost`, are refused by
+    /// profilectl, profilebench and ProfileClient, each saying the name does not match.
+    @Test func aCertificateForAnotherNameIsRefusedByEveryClientTool() throws {
+        let certificates = try TestCertificates.shared()
+        for (certificate, key, host, mismatch) in [
+            (certificates.elsewhereAddressCertificate, certificates.elsewhereAddressKey, "127.0.0.1", "IP address mismatch"),
+            (certificates.elsewhereNameCertificate, certificates.elsewhereNameKey, "localhost", "hostname mismatch"),
+        ] {
+            let server = try TestServer(["--tls-port", "0", "--tls-cert-file", certificate, "--tls-key-file", key])
+            let port = "\(server.tlsPort)"
+            let ctl = try Self.profilectl(["ping", "--tls", "--cacert", certificates.caCertificate, "--host", host, "--port", port])
+            #expect(ctl.status != 0 && ctl.stderr.contains(mismatch), "profilectl: \(ctl)")
+            let bench = try runCommand([executable("profilebench"), "--tls", "--cacert", certificates.caCertificate, "--host", host,
+                                        "--port", port, "--conns", "1", "--requests", "1"], timeoutSeconds: 30)
+            #expect(bench.status != 0 && (bench.stderr + bench.stdout).contains(mismatch), "profilebench: \(bench)")
+            do {
+                let client = try ProfileConnection(.tcp(host: host, port: server.tlsPort), timeoutSeconds: 10,
+                                                   tls: TLSClientOptions(caCertificateFile: certificates.caCertificate))
+                _ = try client.roundTrip("PING\n")
+                Issue.record("ProfileClient accepted a certificate for another name at \(host)")
+            } catch {
+                #expect("\(error)".contains(mismatch), "ProfileClient: \(error)")
+            }
+        }
+    }
+
     /// A certificate's common name maps to a role in the tokens file; a certificate that is
     /// not listed gets no role, and AUTH still works over TLS.
     @Test func aCertificateNameMapsToARoleAndTokensStillApply() throws {

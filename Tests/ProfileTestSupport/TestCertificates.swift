@@ -2,6 +2,7 @@ import Glibc
 
 /// Throw-away certificates made with the `openssl` command, in a directory of their own:
 /// a CA; a server certificate for 127.0.0.1 and localhost and a second one (for rotation);
+/// server certificates for another address and another name;
 /// client certificates with the common names `chat-1` and `ops-1`; an expired client
 /// certificate; and a CA of another name with a client certificate of its own. Removed when
 /// released.
@@ -39,6 +40,12 @@ public final class TestCertificates: @unchecked Sendable {
     public var opsKey: String { directory + "/ops.key" }
     /// Signed by the CA, common name `chat-1`, and expired a day before it was made.
     public var expiredCertificate: String { directory + "/expired.crt" }
+    /// Server certificates from the CA for names profiled's tests never listen on: the
+    /// address 127.0.0.2 alone, and the name `other.example` alone.
+    public var elsewhereAddressCertificate: String { directory + "/elsewhere-ip.crt" }
+    public var elsewhereAddressKey: String { directory + "/elsewhere-ip.key" }
+    public var elsewhereNameCertificate: String { directory + "/elsewhere-dns.crt" }
+    public var elsewhereNameKey: String { directory + "/elsewhere-dns.key" }
     /// The other CA's certificate, and a client certificate (`chat-1`) it signed.
     public var otherCACertificate: String { directory + "/other-ca.crt" }
     public var strangerCertificate: String { directory + "/stranger.crt" }
@@ -65,6 +72,10 @@ public final class TestCertificates: @unchecked Sendable {
         writeText(directory + "/server.ext", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
         try leaf("server", name: "localhost", signer: "ca", extensions: "server.ext")
         try leaf("rotated", name: "rotated", signer: "ca", extensions: "server.ext")
+        writeText(directory + "/elsewhere-ip.ext", "subjectAltName=IP:127.0.0.2\n")
+        try leaf("elsewhere-ip", name: "127.0.0.2", signer: "ca", extensions: "elsewhere-ip.ext")
+        writeText(directory + "/elsewhere-dns.ext", "subjectAltName=DNS:other.example\n")
+        try leaf("elsewhere-dns", name: "other.example", signer: "ca", extensions: "elsewhere-dns.ext")
         try leaf("client", name: "chat-1", signer: "ca")
         try leaf("ops", name: "ops-1", signer: "ca")
         try leaf("stranger", name: "chat-1", signer: "other-ca")
