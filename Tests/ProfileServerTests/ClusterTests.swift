@@ -189,6 +189,48 @@ import Testing
         } != nil)
     }
 
+    /// A node cut off from PostgreSQL's notifications serves its cache for at most the lease:
+    /// its last heartbeat was sent before the cut, so no request sent a lease (1 s here) after
+    /// the cut is answered from the cache (0.1 s of margin); a node that trusted its cache half
+    /// a lease longer answered requests sent 1.2 s after the cut from it.
+    @Test func aCutOffNodeStopsAnsweringFromItsCacheWithinTheLease() throws {
+        let (database, nodes) = try Self.nodes(2, ["--lease-ms", "1000"])
+        let clients = try nodes.map { try $0.connect() }
+        // Its first heartbeat back, so that its cache answers until the cut and after it.
+        try nodes[1].waitForLease()
+        #expect(try clients[0].roundTrip("SET lease v1 u\n") == "STORED")
+        // Cached on the node once the SET's own notification has come and gone (it would drop
+        // the entry a read filled before it).
+        func cacheHits() throws -> Int { Int(try clients[1].stats().first { $0.name == "cache_hits" }?.value ?? "") ?? 0 }
+        #expect(try Self.seconds(until: 5) {
+            let before = try cacheHits()
+            guard try clients[1].roundTrip("GET lease\n") == "VALUE lease v1 u" else { return false }
+            return try cacheHits() > before
+        } != nil)
+        // Changed where no notification reaches the cut-off node: its cache keeps v1 until the lease runs out.
+        let pids = try psql(database, """
+            SELECT pid FROM pg_stat_activity WHERE application_name = 'profiled listen' AND datname = current_database()
+            """).split(separator: "\n").compactMap { Int32($0) }
+        #expect(pids.count == 2)
+        let cut = monotonicSeconds()
+        for pid in pids { kill(pid, SIGSTOP) }
+        defer { for pid in pids { kill(pid, SIGCONT) } }
+        try psql(database, "UPDATE profiles SET name = 'v2' WHERE user_id = 'lease'")
+        // When the last request the cache answered was sent: the node answered it later, so a
+        // slow round trip under load cannot make a correct node look late.
+        var lastCached = 0.0
+        let seen = try Self.seconds(until: 5) {
+            let asked = monotonicSeconds() - cut
+            let reply = try clients[1].roundTrip("GET lease\n")
+            if reply == "VALUE lease v1 u" { lastCached = asked }
+            return reply == "VALUE lease v2 u"
+        }
+        #expect(seen != nil, "the node never read the new value")
+        // Heartbeats every quarter lease: the cache went on answering for most of one.
+        #expect(lastCached > 0.5, "the cache stopped answering \(lastCached) s after the cut")
+        #expect(lastCached < 1.0 + 0.1, "the cache answered a GET sent \(lastCached) s after the node was cut off; the lease is 1 s")
+    }
+
     /// A RESP3 connection with CLIENT TRACKING ON, once the node's lease holds: until a
     /// node's first heartbeat comes back its lease is out, and a tracking client may be told to
     /// flush; the flushes of that start are read here.
