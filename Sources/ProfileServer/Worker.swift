@@ -69,12 +69,9 @@ package final class Worker: @unchecked Sendable {
     /// How many callbacks the loop runs before it polls for newly ready sockets: each runs at
     /// most one pass over a connection (`RequestProcessor.replyBytesPerPass`).
     static let callbacksBetweenPolls: Int32 = 32
-    /// The event priorities (`event_base_priority_init`): the inbox first (other threads'
-    /// answers, and the invalidations a write's acknowledgement waits for), then sockets and
-    /// timers, then work a connection already had.
-    static let inboxPriority: Int32 = 0
-    static let freshPriority: Int32 = 1
-    static let resumePriority: Int32 = 2
+    /// The event priorities (`event_base_priority_init`): sockets, the inbox and timers first.
+    static let freshPriority: Int32 = 0
+    static let resumePriority: Int32 = 1
     /// How long a connection's resumed work waits behind fresh work at most.
     static let resumeBackstopMicroseconds = 50_000
 
@@ -95,13 +92,11 @@ package final class Worker: @unchecked Sendable {
             event_config_free(config)
             throw SystemError(call: "event_base_new", subject: "worker \(index)", code: ENOMEM)
         }
-        // Three priorities. The inbox first: a write's acknowledgement may wait for another
-        // worker to send the invalidations it made, and then for this one to hear of it.
-        // Then what the sockets and the timers bring; a connection going on with work it
-        // already had (`Connection.resumeEvent`) runs only when nothing else waits, so a new
-        // request is answered after at most one such pass, however many connections are
-        // working through large replies.
-        event_base_priority_init(base, 3)
+        // Two priorities: what the sockets, the inbox and the timers bring runs first; a
+        // connection going on with work it already had (`Connection.resumeEvent`) runs only
+        // when nothing else waits, so a new request is answered after at most one such pass,
+        // however many connections are working through large replies.
+        event_base_priority_init(base, 2)
         event_config_free(config)
         self.base = base
         doorbell = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
@@ -147,7 +142,7 @@ package final class Worker: @unchecked Sendable {
     func run() {
         doorbellEvent = event_new(base, doorbell, Int16(EV_READ | EV_PERSIST), workerDoorbellRang,
                                   Unmanaged.passUnretained(self).toOpaque())
-        event_priority_set(doorbellEvent, Self.inboxPriority)
+        event_priority_set(doorbellEvent, Self.freshPriority)
         event_add(doorbellEvent, nil)
         if peers.count > 1 {
             balanceTimer = event_new(base, -1, Int16(EV_PERSIST), workerBalanceTick, Unmanaged.passUnretained(self).toOpaque())
