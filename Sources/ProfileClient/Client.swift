@@ -141,7 +141,10 @@ public func startTLS(on fd: Int32, to endpoint: Endpoint, context: TLSContext, s
             throw ClientError.connect(endpoint: endpoint.description, reason: "the server closed the connection in the TLS handshake")
         case .failed(let reason):
             if errno == EINTR { continue }
-            throw ClientError.connect(endpoint: endpoint.description, reason: "TLS handshake failed: \(reason)")
+            // What a server answering in clear looks like to a TLS client.
+            let plain = reason.contains("wrong version number") || reason.contains("packet length too long")
+            throw ClientError.connect(endpoint: endpoint.description, reason: "TLS handshake failed: \(reason)"
+                                      + (plain ? "; the server does not speak TLS on this port: connect without --tls" : ""))
         }
     }
 }
@@ -158,17 +161,26 @@ public final class ProfileConnection {
     private var outgoing: [UInt8] = []
     private var incoming: [UInt8] = []
     private var readPosition = 0
+    /// What a connection the server ends before its first reply most likely met, said with
+    /// the error: a TLS port reached in clear, or a server that asks for a client certificate.
+    private let firstReplyHint: String
+    private var repliedOnce = false
 
     /// Connects, over TLS when `tls` is given, waiting at most `timeoutSeconds` for the
     /// handshake and for any later read or write.
     public convenience init(_ endpoint: Endpoint, timeoutSeconds: Int = 30, tls: TLSClientOptions? = nil) throws(ClientError) {
         let context = try tls?.makeContext()
-        try self.init(endpoint, timeoutSeconds: timeoutSeconds, tlsContext: context, serverName: tls?.serverName)
+        try self.init(endpoint, timeoutSeconds: timeoutSeconds, tlsContext: context, serverName: tls?.serverName,
+                      sendsCertificate: tls?.certificateFile != nil)
     }
 
-    /// Connects, over TLS with a context made once for many connections when `tlsContext` is given.
-    public init(_ endpoint: Endpoint, timeoutSeconds: Int, tlsContext: TLSContext?, serverName: String?) throws(ClientError) {
+    /// Connects, over TLS with a context made once for many connections when `tlsContext` is
+    /// given; `sendsCertificate`: the context has a client certificate.
+    public init(_ endpoint: Endpoint, timeoutSeconds: Int, tlsContext: TLSContext?, serverName: String?,
+                sendsCertificate: Bool = false) throws(ClientError) {
         self.endpoint = endpoint
+        firstReplyHint = tlsContext == nil ? " (if this port speaks TLS, connect with --tls)"
+            : sendsCertificate ? "" : " (the server may require a client certificate: --cert and --key)"
         fd = try openStream(to: endpoint)
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -311,12 +323,14 @@ public final class ProfileConnection {
             let n = chunk.withUnsafeMutableBytes { read($0.baseAddress!, $0.count) }
             if n > 0 {
                 incoming.append(contentsOf: chunk[0..<n])
+                repliedOnce = true
                 return
             }
-            if n == 0 { throw ClientError.io("\(endpoint) closed the connection") }
+            let hint = repliedOnce ? "" : firstReplyHint
+            if n == 0 { throw ClientError.io("\(endpoint) closed the connection\(hint)") }
             if errno == EINTR { continue }
             if errno == EAGAIN || errno == EWOULDBLOCK { throw ClientError.io("timed out waiting for \(endpoint)") }
-            throw ClientError.io("read from \(endpoint) failed: \(String(cString: strerror(errno)))")
+            throw ClientError.io("read from \(endpoint) failed: \(String(cString: strerror(errno)))\(hint)")
         }
     }
 

@@ -220,6 +220,28 @@ import Testing
         }
     }
 
+    /// profilectl says what a client that got the port or the certificate wrong most likely
+    /// met: TLS to a plain port, plain text to a TLS port, and no certificate where the server
+    /// requires one.
+    @Test func aWrongPortOrAMissingCertificateIsSaidPlainly() throws {
+        let certificates = try TestCertificates.shared()
+        let server = try Self.start(certificates, ["--tls-ca-cert-file", certificates.caCertificate, "--tls-auth-clients", "yes"])
+        let toPlain = try Self.profilectl(["ping", "--tls", "--cacert", certificates.caCertificate, "--port", "\(server.port)"])
+        #expect(toPlain.status == 2 && toPlain.stderr.contains("the server does not speak TLS on this port: connect without --tls"),
+                "\(toPlain)")
+        let toTLS = try Self.profilectl(["ping", "--port", "\(server.tlsPort)"])
+        #expect(toTLS.status == 2 && toTLS.stderr.contains("(if this port speaks TLS, connect with --tls)"), "\(toTLS)")
+        let withoutCertificate = try Self.profilectl(["ping", "--tls", "--cacert", certificates.caCertificate,
+                                                      "--port", "\(server.tlsPort)"])
+        #expect(withoutCertificate.status == 2
+                && withoutCertificate.stderr.contains("the server may require a client certificate: --cert and --key"),
+                "\(withoutCertificate)")
+        let withCertificate = try Self.profilectl(["ping", "--tls", "--cacert", certificates.caCertificate, "--cert",
+                                                   certificates.clientCertificate, "--key", certificates.clientKey,
+                                                   "--port", "\(server.tlsPort)"])
+        #expect(withCertificate.stdout == "PONG\n", "\(withCertificate)")
+    }
+
     /// A certificate's common name maps to a role in the tokens file; a certificate that is
     /// not listed gets no role, and AUTH still works over TLS.
     @Test func aCertificateNameMapsToARoleAndTokensStillApply() throws {
