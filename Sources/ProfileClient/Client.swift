@@ -248,6 +248,8 @@ public final class ProfileConnection {
                 var reason = "write to \(endpoint) failed: \(String(cString: strerror(error)))"
                 if error == EPIPE || error == ECONNRESET, let last = readUntilClosed() {
                     reason += "; the server's last reply: \(String(decoding: last, as: UTF8.self))"
+                } else if !repliedOnce {
+                    reason += firstReplyHint
                 }
                 throw ClientError.io(reason)
             }
