@@ -448,10 +448,11 @@ package final class Worker: @unchecked Sendable {
     /// lives in the connection. Not with writes in flight, whose answers come to this worker,
     /// nor half closed, which only a pass over it here would finish.
     private func movableConnections() -> [Connection] {
-        // Nor one making a reply as its client reads, or waiting for its notices: what it
-        // waits for comes back to this worker.
+        // Nor one with answers waiting behind its unfinished reply: the notices a write's answer
+        // waits for wake this worker. (A reply made as the client reads moves with it: the
+        // worker that holds it goes on with it through its own front.)
         connections.values.filter {
-            $0.phase == .serving && $0.jobsInFlight == 0 && $0.unfinishedReply == nil && !$0.peerClosed && !$0.handshaking
+            $0.phase == .serving && $0.jobsInFlight == 0 && $0.answersWaiting.isEmpty && !$0.peerClosed && !$0.handshaking
         }
     }
 
