@@ -26,7 +26,7 @@ final class RESPWorkerFront: WorkerFront {
     /// Read once: `allCases` makes its array at every use, and a static's first-use check
     /// would run on every key read.
     private let fieldsPerProfile = ProfileField.allCases.count
-    /// Room for HGETALL's reply at its longest, or a store error (`respHeldReplyRoom`).
+    /// Room for HGETALL's reply at its longest, or a store error (`heldReplyRoom(values:)`).
     private let hashReplyRoom: Int
     /// A key read's values, copied out of the cache or the store row (`readProfile`).
     private let fieldScratch: UnsafeMutableRawPointer
@@ -66,7 +66,7 @@ final class RESPWorkerFront: WorkerFront {
         keyspace = shared.keyspace
         fieldScratch = .allocate(byteCount: ProfileLimits.name + ProfileLimits.portraitUri, alignment: 16)
         aheadCommands = .allocate(capacity: RequestProcessor.lookaheadSlots)
-        hashReplyRoom = 64 + max(RequestProcessor.storeFailureReasonBytes, ProfileField.allCases.count * (ProfileLimits.portraitUri + 32))
+        hashReplyRoom = Self.heldReplyRoom(values: ProfileField.allCases.count)
     }
 
     deinit {
@@ -213,12 +213,16 @@ final class RESPWorkerFront: WorkerFront {
     /// (every value it may name at its longest, or a store error), so that answering it ahead
     /// never spills the scratch.
     private func respHeldReplyRoom(_ command: RESPCommandName, _ argumentCount: Int) -> Int {
-        let values = switch command {
-        case .exists: 0
-        case .hmget: argumentCount - 2
-        default: fieldsPerProfile
+        switch command {
+        case .exists: Self.heldReplyRoom(values: 0)
+        case .hmget: Self.heldReplyRoom(values: argumentCount - 2)
+        default: Self.heldReplyRoom(values: fieldsPerProfile)
         }
-        return 64 + max(RequestProcessor.storeFailureReasonBytes, values * (ProfileLimits.portraitUri + 32))
+    }
+
+    /// Room for a reply naming `values` values at their longest, or a store error.
+    private static func heldReplyRoom(values: Int) -> Int {
+        64 + max(RequestProcessor.storeFailureReasonBytes, values * (ProfileLimits.portraitUri + 32))
     }
 
     // MARK: Answers
