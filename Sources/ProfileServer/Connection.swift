@@ -126,6 +126,8 @@ public final class Connection {
     /// Brings it back at normal priority should fresh work keep the loop busy
     /// (`Worker.resumeBackstopMicroseconds`).
     package var resumeBackstop: OpaquePointer? = nil
+    /// `Worker.resumesRun` when its resume was last queued.
+    package var resumesRunWhenQueued = 0
     package var reading = false
     package var writing = false
 

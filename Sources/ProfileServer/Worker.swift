@@ -66,14 +66,20 @@ package final class Worker: @unchecked Sendable {
     let readBufferBytes: Int
     let maxLine: Int
 
-    /// How many callbacks the loop runs before it polls for newly ready sockets: each runs at
-    /// most one pass over a connection (`RequestProcessor.replyBytesPerPass`).
+    /// How many callbacks the loop runs before it polls for newly ready sockets, and for how
+    /// long at most: each runs at most one pass over a connection
+    /// (`RequestProcessor.replyBytesPerPass`), but a pass over a large request can take a
+    /// millisecond where the machine is slow (32 of them held a GET for 100 ms).
     static let callbacksBetweenPolls: Int32 = 32
+    static let microsecondsBetweenPolls = 2_000
     /// The event priorities (`event_base_priority_init`): sockets, the inbox and timers first.
     static let freshPriority: Int32 = 0
     static let resumePriority: Int32 = 1
-    /// How long a connection's resumed work waits behind fresh work at most.
+    /// How long a connection's resumed work waits behind fresh work at most, unless other
+    /// connections' resumed work ran meanwhile (`resumeWaitedLong`).
     static let resumeBackstopMicroseconds = 50_000
+    /// How many resumes (`Connection.resumeEvent`) this loop ran: whether that queue moves.
+    fileprivate(set) var resumesRun = 0
 
     init(index: Int, context: ServerContext) throws(SystemError) {
         self.index = index
@@ -87,7 +93,8 @@ package final class Worker: @unchecked Sendable {
         // without a bound, connections that keep making megabytes of replies would keep a
         // newly readable one from being seen until they are all backlogged (a GET waited
         // 300 to 800 ms behind 200 clients' MGETs).
-        event_config_set_max_dispatch_interval(config, nil, Self.callbacksBetweenPolls, 0)
+        var betweenPolls = timeval(tv_sec: 0, tv_usec: Self.microsecondsBetweenPolls)
+        event_config_set_max_dispatch_interval(config, &betweenPolls, Self.callbacksBetweenPolls, 0)
         guard let base = event_base_new_with_config(config) else {
             event_config_free(config)
             throw SystemError(call: "event_base_new", subject: "worker \(index)", code: ENOMEM)
@@ -244,7 +251,7 @@ package final class Worker: @unchecked Sendable {
         connection.readEvent = event_new(base, connection.fd, Int16(EV_READ | EV_PERSIST), connectionReadable, ctx)
         connection.writeEvent = event_new(base, connection.fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, ctx)
         connection.resumeEvent = event_new(base, -1, 0, connectionResumed, ctx)
-        connection.resumeBackstop = event_new(base, -1, 0, connectionResumed, ctx)
+        connection.resumeBackstop = event_new(base, -1, 0, connectionResumeBackstop, ctx)
         event_priority_set(connection.readEvent, Self.freshPriority)
         event_priority_set(connection.writeEvent, Self.freshPriority)
         event_priority_set(connection.resumeEvent, Self.resumePriority)
@@ -653,11 +660,29 @@ package final class Worker: @unchecked Sendable {
         if connection.phase == .serving && !connection.handshaking && connection.jobsInFlight == 0 && !backlogged
             && connection.hasWorkWaiting {
             event_active(connection.resumeEvent, 0, 0)
-            // Should fresh work keep every turn busy, the backstop brings it back anyway: a
-            // X
+            // Should fresh work keep every turn busy, the backstop brings it back anyway.
+            connection.resumesRunWhenQueued = resumesRun
             var backstop = timeval(tv_sec: 0, tv_usec: Self.resumeBackstopMicroseconds)
             event_add(connection.resumeBackstop, &backstop)
         }
+    }
+
+    /// A connection's resume waited `resumeBackstopMicroseconds`. While other resumes ran
+    /// meanwhile, its turn is coming (the queue is first in, first out) and it waits on, behind
+    /// fresh work: were it served now, at fresh work's priority, the backstops of a long queue
+    /// of large replies would all jump ahead of a new request together (a GET waited 50 to
+    /// 150 ms behind 200 clients' MGETs). Only when fresh work kept every turn busy, so that
+    /// no resume ran at all, is it served now.
+    fileprivate func resumeWaitedLong(_ connection: Connection) {
+        if resumesRun != connection.resumesRunWhenQueued {
+            connection.resumesRunWhenQueued = resumesRun
+            var backstop = timeval(tv_sec: 0, tv_usec: Self.resumeBackstopMicroseconds)
+            event_add(connection.resumeBackstop, &backstop)
+            return
+        }
+        event_del(connection.resumeEvent)
+        resumesRun &+= 1
+        readable(connection)
     }
 
     func close(_ connection: Connection) {
@@ -740,10 +765,14 @@ private func connectionReadable(_ fd: Int32, _ what: Int16, _ context: UnsafeMut
 
 private func connectionResumed(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
-    // Whichever came first, the resume or its backstop, the other is done with.
-    event_del(connection.resumeEvent)
     event_del(connection.resumeBackstop)
+    connection.worker.resumesRun &+= 1
     connection.worker.readable(connection)
+}
+
+private func connectionResumeBackstop(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    let connection = Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+    connection.worker.resumeWaitedLong(connection)
 }
 
 private func connectionHandshakeTimedOut(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
