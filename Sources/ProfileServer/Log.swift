@@ -109,3 +109,27 @@ public enum Log {
             + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(now.tv_nsec / 1_000_000), 3))Z"
     }
 }
+
+/// Lines of a kind that clients can cause at will (a failed TLS handshake), at most one a
+/// second: each says how many were left out since the one before. Any thread may use it.
+package final class RateLimitedLog: Sendable {
+    private let lastSecond = Atomic<Int>(Int.min)
+    private let leftOut = Atomic<Int>(0)
+
+    package init() {}
+
+    /// Writes the line unless one was written this second, then counts it as left out.
+    package func warn(_ message: String, _ fields: [(key: String, value: String)]) {
+        guard LogLevel.warn >= Log.level else { return }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let second = now.tv_sec
+        let last = lastSecond.load(ordering: .relaxed)
+        guard second > last, lastSecond.compareExchange(expected: last, desired: second, ordering: .relaxed).exchanged else {
+            leftOut.add(1, ordering: .relaxed)
+            return
+        }
+        let skipped = leftOut.exchange(0, ordering: .relaxed)
+        Log.write(.warn, message, skipped == 0 ? fields : fields + [(key: "left_out", value: "\(skipped)")])
+    }
+}

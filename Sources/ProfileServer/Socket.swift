@@ -63,12 +63,18 @@ func listenTCP(host: String, port: UInt16, backlog: Int32 = 1024) throws(SystemE
 }
 
 /// The address a listening socket is bound to, as `host:port` (`[::1]:port` for IPv6).
-func boundAddress(of fd: Int32) -> String {
+func boundAddress(of fd: Int32) -> String { socketAddress(of: fd, peer: false) }
+
+/// The address of a connected socket's other end, the same way (`unix` for a Unix socket's).
+func peerAddress(of fd: Int32) -> String { socketAddress(of: fd, peer: true) }
+
+private func socketAddress(of fd: Int32, peer: Bool) -> String {
     var storage = sockaddr_storage()
     var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
     _ = withUnsafeMutablePointer(to: &storage) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { peer ? getpeername(fd, $0, &length) : getsockname(fd, $0, &length) }
     }
+    if Int32(storage.ss_family) == AF_UNIX { return "unix" }
     var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
     if Int32(storage.ss_family) == AF_INET6 {
         return withUnsafePointer(to: &storage) {

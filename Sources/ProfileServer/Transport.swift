@@ -192,13 +192,19 @@ package final class TLSTransport {
     @inline(never) package var hasBufferedInput: Bool { session?.hasBufferedInput ?? false }
     package var verifiedPeerCommonName: String? { session?.verifiedPeerCommonName }
 
+    /// Why handshakes failed, for the operator: a client with the wrong CA, no certificate
+    /// where one is required, or plain text on a TLS port says so here, at most once a second.
+    static let handshakeFailures = RateLimitedLog()
+
     /// What one write offers: a full record's worth of plaintext.
     package static let writeChunk = 16 << 10
 
     package func handshake() -> TransportResult {
         guard let session else { return .failed }
         let step = session.handshake()
-        if Log.level <= .debug, case .failed(let reason) = step { Log.debug("TLS handshake failed", ["reason": reason]) }
+        if case .failed(let reason) = step {
+            Self.handshakeFailures.warn("TLS handshake failed", [(key: "peer", value: peerAddress(of: fd)), (key: "reason", value: reason)])
+        }
         return Self.readOutcome(step)
     }
 

@@ -291,6 +291,51 @@ import Testing
         #expect(try Self.stat(server, "tls_handshake_failures") == "2")
     }
 
+    /// Why a handshake failed is in the server's log at its default level, with the client's
+    /// address, at most once a second: a line says how many failures it left out since the
+    /// one before, so that the lines and their counts add up to every failure.
+    @Test func aFailedHandshakeIsLoggedAtMostOnceASecond() throws {
+        let certificates = try TestCertificates.shared()
+        let server = try Self.start(certificates, ["--tls-ca-cert-file", certificates.caCertificate, "--tls-auth-clients", "yes"])
+        func failures() -> [String] {
+            readText(server.logPath).split(separator: "\n").map(String.init).filter { $0.contains("msg=\"TLS handshake failed\"") }
+        }
+        func waitFor(_ handshakes: Int) {
+            for _ in 0..<500 where (try? Self.stat(server, "tls_handshake_failures")) != "\(handshakes)" { usleep(10_000) }
+        }
+        let withoutCertificate = try Self.profilectl(["ping", "--tls", "--cacert", certificates.caCertificate, "--port", "\(server.tlsPort)"])
+        #expect(withoutCertificate.status == 2)
+        waitFor(1)
+        let first = failures()
+        #expect(first.count == 1 && first[0].contains("level=warn") && first[0].contains("peer=127.0.0.1:")
+                && first[0].contains("certificate") && !first[0].contains("left_out"), "\(first)")
+        // Plain text on the TLS port, ten times at once, then once more a second later.
+        for _ in 0..<10 {
+            let plain = try ProfileConnection(.tcp(host: "127.0.0.1", port: server.tlsPort), timeoutSeconds: 10)
+            plain.sendRaw(Array("PING\n".utf8))
+            try? plain.flush()
+            #expect(throws: ClientError.self) { _ = try plain.readLine() }
+        }
+        waitFor(11)
+        usleep(1_100_000)
+        let last = try ProfileConnection(.tcp(host: "127.0.0.1", port: server.tlsPort), timeoutSeconds: 10)
+        last.sendRaw(Array("PING\n".utf8))
+        try? last.flush()
+        #expect(throws: ClientError.self) { _ = try last.readLine() }
+        waitFor(12)
+        var lines = failures()
+        for _ in 0..<100 where lines.count < 2 || !(lines.last ?? "").contains("version") {
+            usleep(10_000)
+            lines = failures()
+        }
+        let leftOut = lines.map { line in
+            line.split(separator: " ").first { $0.hasPrefix("left_out=") }.flatMap { Int($0.dropFirst("left_out=".count)) } ?? 0
+        }
+        // Eleven failures within about a second: one or two lines for them, and one for the last.
+        #expect((2...4).contains(lines.count) && lines.count + leftOut.reduce(0, +) == 12, "\(lines)")
+        #expect(lines.dropFirst().allSatisfy { $0.contains("peer=127.0.0.1:") && $0.contains("reason=") }, "\(lines)")
+    }
+
     /// A client that connects and sends nothing, or half a ClientHello, is closed at the
     /// handshake timeout; the server goes on serving meanwhile.
     @Test func aStalledHandshakeIsClosedAtTheTimeout() throws {
