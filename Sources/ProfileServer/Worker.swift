@@ -470,6 +470,9 @@ package final class Worker: @unchecked Sendable {
         connections.removeValue(forKey: ObjectIdentifier(connection))
         if target.offer(connection) {
             context.loops.moves.add(1, ordering: .relaxed)
+            if Log.level <= .debug {
+                Log.debug("connection handed over", ["fd": "\(connection.fd)", "worker": "\(index)", "to_worker": "\(target.index)"])
+            }
         } else {
             attach(connection)
         }

@@ -152,6 +152,94 @@ import Testing
                 "resident memory stayed \((resident - watched.startKiB) / 1024) MiB above its start 10 s after the clients left")
     }
 
+    /// The budget is one for all workers: when a worker's connections are small and another
+    /// worker holds the large one, the worker that crosses the budget has the other close it.
+    /// Connections go to the workers in turn as they are accepted (the debug log says which),
+    /// and a busy connection keeps worker 1's from being handed to worker 0, so: worker 0
+    /// holds A, half a request of 700 KB (1 MiB of input buffer), and worker 1 holds B, whose
+    /// half request grows from 64 KiB to 256 KiB of buffer, past a budget of 1.25 MiB: B is
+    /// under the average, so worker 1 must ask worker 0, which closes A.
+    @Test func theWorkerOverTheBudgetHasAnotherCloseItsLargestConnection() throws {
+        let server = try TestServer(["--resp-port", "0", "--threads", "2", "--max-client-memory", "\((1 << 20) + (256 << 10) - 1)",
+                                     "--log-level", "debug"])
+        let linePort = server.port, respPort = server.respPort
+        @Sendable func field(_ name: String, _ size: Int) -> [UInt8] {
+            Array("$\(name.utf8.count)\r\n\(name)\r\n$\(size)\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "v"), count: size) + [13, 10]
+        }
+        @Sendable func stats() throws -> [String: Int] {
+            let connection = try ProfileConnection(.tcp(host: "127.0.0.1", port: linePort), timeoutSeconds: 10)
+            return Dictionary(uniqueKeysWithValues: try connection.stats().compactMap { stat in Int(stat.value).map { (stat.name, $0) } })
+        }
+        struct Outcome: Sendable {
+            var before: [String: Int] = [:], closedA = false, bReplies: [String] = [], after: [String: Int] = [:]
+        }
+        // A, on worker 0: eleven of twelve fields of 64,000 bytes.
+        let a = try rawLoopbackConnection(port: respPort)
+        defer { close(a) }
+        let aRequest = Array("*26\r\n$4\r\nHSET\r\n$1\r\na\r\n".utf8) + (0..<11).flatMap { _ in field("name", 64000) }
+        _ = aRequest.withUnsafeBytes { send(a, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let busyConnected = Atomic<Bool>(false), done = Atomic<Bool>(false)
+        let outcome = Locked(Outcome()), failure = Locked<String?>(nil)
+        onThreads(2) { role in
+            do {
+                if role == 0 {
+                    // The busy one, on worker 1.
+                    let busy = try ProfileConnection(.tcp(host: "127.0.0.1", port: linePort), timeoutSeconds: 10)
+                    busyConnected.store(true, ordering: .sequentiallyConsistent)
+                    let pipelined = Array(String(repeating: "GET someone\n", count: 64).utf8)
+                    while !done.load(ordering: .sequentiallyConsistent) {
+                        busy.sendRaw(pipelined)
+                        try busy.flush()
+                        for _ in 0..<64 where try busy.readLine() != Array("NOTFOUND someone".utf8) { throw TestFailure("a bad reply") }
+                    }
+                    return
+                }
+                defer { done.store(true, ordering: .sequentiallyConsistent) }
+                // The idle one, on worker 0, then B, on worker 1: one of four fields of 50,000 bytes.
+                while !busyConnected.load(ordering: .sequentiallyConsistent) { usleep(1000) }
+                let idle = try rawLoopbackConnection(port: respPort)
+                defer { close(idle) }
+                let b = try ProfileConnection(.tcp(host: "127.0.0.1", port: respPort), timeoutSeconds: 10)
+                b.sendRaw(Array("*10\r\n$4\r\nHSET\r\n$1\r\nb\r\n".utf8) + field("name", 50000))
+                try b.flush()
+                var before = try stats()
+                for _ in 0..<200 where (before["client_memory_bytes"] ?? 0) < (1 << 20) + (64 << 10) {
+                    usleep(10_000)
+                    before = try stats()
+                }
+                usleep(600_000) // two of the loops' ticks, at which worker 1 would hand its connections over if idle
+                outcome.withLock { $0.before = before }
+                // B grows to three fields (256 KiB of buffer), past the budget, yet under the average.
+                b.sendRaw(field("name", 50000) + field("name", 50000))
+                try b.flush()
+                var timeout = timeval(tv_sec: 10, tv_usec: 0)
+                setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var byte: UInt8 = 0
+                let received = recv(a, &byte, 1, 0)
+                let closedA = received == 0 || (received < 0 && errno == ECONNRESET)
+                b.sendRaw(field("name", 50000) + Array("*1\r\n$4\r\nPING\r\n".utf8))
+                try b.flush()
+                // The HSET's error (a name that long is refused), then PING's answer.
+                let bReplies = [try b.readLine(), try b.readLine()].map { String(decoding: $0.last == 13 ? $0.dropLast() : $0[...], as: UTF8.self) }
+                let after = try stats()
+                outcome.withLock { $0.closedA = closedA; $0.bReplies = bReplies; $0.after = after }
+            } catch {
+                failure.withLock { $0 = "\(role == 0 ? "the busy client" : "the scenario"): \(error)" }
+                done.store(true, ordering: .sequentiallyConsistent)
+            }
+        }
+        if let failure = failure.withLock({ $0 }) { throw TestFailure(failure) }
+        let result = outcome.withLock { $0 }
+        let accepted = readText(server.logPath).split(separator: "\n").filter { $0.contains("msg=\"connection accepted\"") }
+            .prefix(4).map { $0.split(separator: " ").first { $0.hasPrefix("worker=") }.map(String.init) ?? "?" }
+        #expect(accepted == ["worker=0", "worker=1", "worker=0", "worker=1"], "\(accepted)")
+        #expect(result.before["client_evictions"] == 0 && result.before["loop_moves"] == 0
+                && (result.before["client_memory_bytes"] ?? 0) >= (1 << 20) + (64 << 10), "\(result.before)")
+        #expect(result.closedA, "the connection holding the most, on the other worker, was not closed")
+        #expect(result.bReplies.first?.hasPrefix("-ERR") == true && result.bReplies.last == "+PONG", "\(result.bReplies)")
+        #expect(result.after["client_evictions"] == 1 && result.after["loop_moves"] == 0, "\(result.after)")
+    }
+
     /// 300 connections each holding half a megabyte of a request, within the default budget
     /// (256 MiB): once they leave, what they held goes back to the system within seconds. (glibc
     /// kept about 46 MiB of such a peak of 150 MiB in its heap until asked to trim.)
