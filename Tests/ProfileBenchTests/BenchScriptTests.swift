@@ -15,6 +15,11 @@ import Testing
         (["--client-cache", "--rtt-us", "1000001"], "Scripts/bench: --rtt-us needs a whole number of microseconds, 0 to 1000000"),
         (["--client-cache", "--rtt-us", "08"], "Scripts/bench: --rtt-us needs a whole number of microseconds, 0 to 1000000"),
         (["--rtt-us", "500"], "Scripts/bench: --rtt-us goes with --client-cache"),
+        (["--tracking-cost", "--compare"],
+         "Scripts/bench: --tracking-cost runs alone, not with --compare, --cluster, --tls or --client-cache"),
+        (["--client-cache", "--tracking-cost"],
+         "Scripts/bench: --tracking-cost runs alone, not with --compare, --cluster, --tls or --client-cache"),
+        (["--tracking-cost", "--keys", "0"], "Scripts/bench: --keys needs a whole number of profiles, 1 or more"),
         (["--fast"], "usage: Scripts/bench [--compare] [--cluster] [--tls] [--seconds N] [--sustain-seconds N] [--keys N] [--threads N]"),
     ])
     func aBadFlagStopsWithOneSentence(arguments: [String], message: String) throws {
