@@ -129,8 +129,8 @@ final class WriteCoordinator: @unchecked Sendable {
     }
 
     /// Commits the batch and gives each job its outcome; the cache learns every change first.
-    /// The batch's jobs that changed what someone tracks share one `ChangeNotices`: they are
-    /// answered together, once every notice the commit made is sent.
+    /// While any client tracks, the batch's jobs that changed something share one
+    /// `ChangeNotices`: each is answered once every notice the commit made is sent.
     private func commit(_ batch: [WriteJob]) {
         let notices = changes.isActive ? ChangeNotices() : nil
         // The writer's own count: the jobs wait at least until every feed was told.
