@@ -73,8 +73,13 @@ import Testing
         usleep(1_000_000)
         let held = Int(try writer.stats().first { $0.name == "client_memory_bytes" }?.value ?? "") ?? .max
         #expect(held <= (1 << 20) + (96 << 10), "the slow reader's connection holds \(held) bytes")
+        func invalidationsReceived() throws -> Int {
+            Int(try writer.stats().first { $0.name == "invalidations_received" }?.value ?? "") ?? 0
+        }
+        let received = try invalidationsReceived()
         #expect(try nodes[1].connect().roundTrip("SET esc999 changed u\n") == "STORED")
-        usleep(300_000)
+        // Until node 0 heard of it, however loaded the machine (a fixed 300 ms was too short once).
+        for _ in 0..<1000 where try invalidationsReceived() == received { usleep(10_000) }
 
         let lines = try readLinesUntilPong(fd)
         #expect(lines.count == 1002)
