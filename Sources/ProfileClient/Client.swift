@@ -522,8 +522,6 @@ public final class ProfileConnection {
 @inline(__always)
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-/// Opens a blocking stream socket to the endpoint, with TCP_NODELAY over TCP: how every
-/// connection of this library starts, and profilebench's. The caller owns the descriptor.
 /// Why a connect failed, in words that say what to check: a refusal or a missing socket
 /// file means no server listens there.
 private func connectFailure(_ code: Int32) -> String {
@@ -534,6 +532,8 @@ private func connectFailure(_ code: Int32) -> String {
     }
 }
 
+/// Opens a blocking stream socket to the endpoint, with TCP_NODELAY over TCP: how every
+/// connection of this library starts, and profilebench's. The caller owns the descriptor.
 public func openStream(to endpoint: Endpoint) throws(ClientError) -> Int32 {
     switch endpoint {
     case .unix(let path):

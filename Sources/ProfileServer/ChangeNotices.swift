@@ -15,7 +15,7 @@ public final class ChangeNotices: @unchecked Sendable {
     /// Notices not sent yet, and one for the writer while it is still telling the feeds.
     private var pending = 1
     /// Who waits for the last one: the workers to wake, for the connections to go on with
-    /// (each job of the commit that changed what someone tracks shares these notices).
+    /// (every job the commit committed shares these notices).
     private var waiters: [(worker: Worker, connection: Connection)] = []
 
     package init() {}

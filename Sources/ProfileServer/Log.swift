@@ -118,8 +118,9 @@ package final class RateLimitedLog: Sendable {
 
     package init() {}
 
-    /// Writes the line unless one was written this second, then counts it as left out.
-    package func warn(_ message: String, _ fields: [(key: String, value: String)]) {
+    /// Writes the line unless one was written this second, then counts it as left out; the
+    /// fields are made only for a line that is written.
+    package func warn(_ message: String, _ fields: @autoclosure () -> [(key: String, value: String)]) {
         guard LogLevel.warn >= Log.level else { return }
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
@@ -130,6 +131,6 @@ package final class RateLimitedLog: Sendable {
             return
         }
         let skipped = leftOut.exchange(0, ordering: .relaxed)
-        Log.write(.warn, message, skipped == 0 ? fields : fields + [(key: "left_out", value: "\(skipped)")])
+        Log.write(.warn, message, skipped == 0 ? fields() : fields() + [(key: "left_out", value: "\(skipped)")])
     }
 }

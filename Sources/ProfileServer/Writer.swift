@@ -129,8 +129,9 @@ final class WriteCoordinator: @unchecked Sendable {
     }
 
     /// Commits the batch and gives each job its outcome; the cache learns every change first.
-    /// While any client tracks, the batch's jobs that changed something share one
-    /// `ChangeNotices`: each is answered once every notice the commit made is sent.
+    /// While any client tracks, the batch's committed jobs share one `ChangeNotices`: each is answered
+    /// once every notice the commit made is sent (a job that changed nothing may have written
+    /// what an earlier job of the batch changed, whose notice is not out yet).
     private func commit(_ batch: [WriteJob]) {
         let notices = changes.isActive ? ChangeNotices() : nil
         // The writer's own count: the jobs wait at least until every feed was told.

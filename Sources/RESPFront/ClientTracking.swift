@@ -68,6 +68,8 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
     /// keys (11% of the writer's time under SETs at pipeline 16 beside 100 tracking clients).
     private var slotCounts: [UInt32] = []
     private static let slotBits = 16
+    /// With a seed of its own, so that clients cannot aim their ids at one slot.
+    private let slotHasher = KeyHasher(seed: UInt64.random(in: .min ... .max))
     /// The ids of the clients in BCAST mode.
     private var broadcasters: [Int] = []
     private let maxKeys: Int
@@ -214,7 +216,7 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
             positions[key] = tracked.count
             tracked.append((key, [client.id]))
             if slotCounts.isEmpty { slotCounts = [UInt32](repeating: 0, count: 1 << Self.slotBits) }
-            slotCounts[key.withUnsafeBytes { Self.slot(of: $0) }] += 1
+            slotCounts[key.withUnsafeBytes { slot(of: $0) }] += 1
             if tracked.count > maxKeys {
                 // A random other key leaves, its readers told it changed.
                 let victim = Int.random(in: 0..<tracked.count - 1)
@@ -235,7 +237,7 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
         var posts: [(TrackingClient, Worker)] = []
         lock.lock()
         for userId in userIds where !positions.isEmpty {
-            guard slotCounts[Self.slot(of: userId)] > 0, let position = positions[Array(userId)] else { continue }
+            guard slotCounts[slot(of: userId)] > 0, let position = positions[Array(userId)] else { continue }
             let (key, readers) = removeTracked(at: position)
             for reader in readers { tell(reader, keys: [key], origin: origin, notices: notices, posts: &posts) }
         }
@@ -288,17 +290,15 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
 
     // MARK: Under the lock
 
-    /// A userId's slot in `slotCounts`: FNV-1a, its halves folded.
-    private static func slot(of userId: UnsafeRawBufferPointer) -> Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in userId { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        return Int(truncatingIfNeeded: (hash ^ hash >> 32) & (1 << slotBits - 1))
+    /// A userId's slot in `slotCounts`.
+    private func slot(of userId: UnsafeRawBufferPointer) -> Int {
+        Int(truncatingIfNeeded: slotHasher.hash(userId) & (1 << Self.slotBits - 1))
     }
 
     private func removeTracked(at position: Int) -> (userId: [UInt8], readers: [Int]) {
         let removed = tracked[position]
         positions[removed.userId] = nil
-        slotCounts[removed.userId.withUnsafeBytes { Self.slot(of: $0) }] -= 1
+        slotCounts[removed.userId.withUnsafeBytes { slot(of: $0) }] -= 1
         let last = tracked.count - 1
         if position != last {
             tracked[position] = tracked[last]
