@@ -2,9 +2,10 @@ import Synchronization
 
 /// The notices a commit's changes made for other connections that must hear of them before
 /// the commit is acknowledged (RESP's invalidation pushes to client caches): counted as the
-/// change feeds make them, marked sent as each worker hands them to their connections' sockets
-/// (or drops them with a closed connection), and waited for by the worker that answers the
-/// commit's writes. A client that got a write's reply then never reads the old value from a
+/// change feeds make them, marked sent as they reach their connections' sockets (straight from
+/// the committing thread through a quiet connection's `PushOutlet`, else from the worker that
+/// holds the connection) or are dropped with a closed connection, and waited for by the worker
+/// that answers the commit's writes. A client that got a write's reply then never reads the old value from a
 /// client cache that was to be told of the change: the push is on that cache's socket first.
 ///
 /// Thread-safe: the writer makes it, change feeds count into it, any worker marks notices

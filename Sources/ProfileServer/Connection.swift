@@ -130,6 +130,12 @@ public final class Connection {
     package var resumesRunWhenQueued = 0
     package var reading = false
     package var writing = false
+    /// Lets other threads send the connection's pushes straight to its socket between passes
+    /// (`PushOutlet`); made when it first needs pushes (`makePushOutlet`).
+    package private(set) var pushOutlet: PushOutlet?
+    /// Bytes a front wrote that go out again once every read taken before them is answered
+    /// (`repeatOnceReadsAreAnswered`).
+    package private(set) var repeatedOnceReadsAreAnswered: [UInt8] = []
 
     package init(transport: Transport, frontIndex: Int, session: any FrontSession, worker: Worker, role: Role) {
         fd = transport.fd
@@ -154,7 +160,7 @@ public final class Connection {
     /// the transport holds (OpenSSL's buffers).
     package var memoryBytes: Int {
         pending.capacity + queuedOutput + heldReplies.byteCount + (unfinishedReply?.byteCount ?? 0)
-            + session.heldBytes + transport.heldBytes
+            + repeatedOnceReadsAreAnswered.count + session.heldBytes + transport.heldBytes
     }
 
     /// Whether a pass has something to serve without more input: an unfinished reply, pending
@@ -192,8 +198,46 @@ public final class Connection {
         writing = false
     }
 
+    /// The connection's `PushOutlet`, made on first use; nil on a TLS connection, whose
+    /// session only its worker may use. The worker's thread.
+    package func makePushOutlet() -> PushOutlet? {
+        guard case .plain = transport else { return nil }
+        if pushOutlet == nil { pushOutlet = PushOutlet(fd: fd) }
+        return pushOutlet
+    }
+
+    /// Shuts its `PushOutlet`, if it has one, before the worker reads for it or sends on it;
+    /// what the socket did not take of a push goes first in its output.
+    @inline(__always) package func shutPushOutlet() {
+        pushOutlet?.shut(queueingRestIn: output)
+    }
+
+    /// Reads whose replies are still to be written: fetches in flight, replies held behind writes.
+    package var hasReadsUnanswered: Bool { readsInFlight > 0 || !heldReplies.isEmpty }
+
+    /// Has `bytes`, just written, written again after the replies of the reads unanswered now,
+    /// in the pass that writes the last of them (`Worker.finishPass`). An invalidation push may
+    /// not wait for those replies (a client may cache the key from an earlier read), yet one of
+    /// them may carry a value read before the change: the push, repeated after it, drops that.
+    package func repeatOnceReadsAreAnswered(_ bytes: UnsafeRawBufferPointer) {
+        repeatedOnceReadsAreAnswered.append(contentsOf: bytes)
+    }
+
+    /// Takes the bytes to repeat once no read is unanswered.
+    package func takeRepeatedBytes() -> [UInt8] {
+        defer { repeatedOnceReadsAreAnswered = [] }
+        return repeatedOnceReadsAreAnswered
+    }
+
+    /// Nothing of its own to send or to make, nor anything in flight: its `PushOutlet` may open.
+    var isQuiet: Bool {
+        phase == .serving && !handshaking && queuedOutput == 0 && jobsInFlight == 0 && unfinishedReply == nil
+            && answersWaiting.isEmpty && heldReplies.isEmpty
+    }
+
     /// Releases the socket and its events. The object lives on while write jobs still reference it.
     package func releaseResources() {
+        pushOutlet?.retire()
         detachEvents()
         transport.close()
         phase = .closed
@@ -201,6 +245,7 @@ public final class Connection {
         heldReplies.removeAll()
         unfinishedReply = nil
         answersWaiting.removeAll()
+        repeatedOnceReadsAreAnswered = []
         evbuffer_drain(output, evbuffer_get_length(output))
         session.release()
     }

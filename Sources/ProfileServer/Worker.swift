@@ -465,6 +465,7 @@ package final class Worker: @unchecked Sendable {
 
     /// Hands a connection between requests to another worker; keeps it if that one has stopped.
     private func hand(_ connection: Connection, to target: Worker) {
+        connection.shutPushOutlet()
         connection.session.leaving()
         connection.detachEvents()
         connections.removeValue(forKey: ObjectIdentifier(connection))
@@ -534,6 +535,7 @@ package final class Worker: @unchecked Sendable {
     fileprivate func writable(_ connection: Connection) {
         guard connection.phase != .closed else { return }
         if connection.handshaking { return continueHandshake(connection) }
+        connection.shutPushOutlet()
         guard connection.repliesHeldBack || connection.transport.sendQueued(connection.output) else {
             close(connection)
             return
@@ -582,6 +584,8 @@ package final class Worker: @unchecked Sendable {
     /// Serves the whole requests at the start of `bytes` in the connection's protocol; returns
     /// how many bytes it used, and notes whether it stopped for want of more (`WorkerFront.serve`).
     func handleInput(_ connection: Connection, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        // No push may overtake a reply whose value is read from here on.
+        connection.shutPushOutlet()
         connection.needsMoreInput = false
         return fronts[connection.frontIndex].serve(connection, bytes, count)
     }
@@ -589,6 +593,8 @@ package final class Worker: @unchecked Sendable {
     /// Ends a pass over a connection: hand writes to the writer, publish counters, send
     /// replies, and decide what to wait for next.
     package func finishPass(_ connection: Connection) {
+        // Nothing else sends on the socket while this pass does.
+        connection.shutPushOutlet()
         processor.reads.endPass()
         if !processor.jobs.isEmpty {
             let answered = context.writer(for: connection).submit(processor.jobs, from: self)
@@ -605,6 +611,12 @@ package final class Worker: @unchecked Sendable {
             processor.out.count = 0
             return
         }
+        if !connection.repeatedOnceReadsAreAnswered.isEmpty && !connection.hasReadsUnanswered {
+            // After this pass's replies, which hold the last of the replies they must follow.
+            processor.spill(connection)
+            let repeated = connection.takeRepeatedBytes()
+            repeated.withUnsafeBytes { _ = evbuffer_add(connection.output, $0.baseAddress, $0.count) }
+        }
         flush(connection)
         guard connection.phase != .closed else { return }
         account(connection)
@@ -620,6 +632,7 @@ package final class Worker: @unchecked Sendable {
             return
         }
         updateInterest(connection)
+        if let outlet = connection.pushOutlet, connection.isQuiet { outlet.open() }
     }
 
     /// Sends the pass's replies: straight from scratch when nothing is queued before them.

@@ -34,6 +34,9 @@ final class TrackingClient: WorkerDelivery, @unchecked Sendable {
     var pendingNotices: [ChangeNotices] = []
     /// The worker has been told of `pending`.
     var posted = false
+    /// Sends pushes straight to the connection's socket while it is quiet; nil on TLS, or
+    /// before the client first tracked or subscribed.
+    var outlet: PushOutlet?
 
     init(id: Int) {
         self.id = id
@@ -148,18 +151,22 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
         lock.unlock()
     }
 
-    func setSubscribed(_ client: TrackingClient, _ subscribed: Bool) {
+    /// SUBSCRIBE or UNSUBSCRIBE of the invalidation channel; `outlet`: the connection's, for
+    /// the pushes redirected to it.
+    func setSubscribed(_ client: TrackingClient, _ subscribed: Bool, outlet: PushOutlet?) {
         lock.lock()
         client.subscribed = subscribed
+        if let outlet { client.outlet = outlet }
         lock.unlock()
     }
 
     // MARK: CLIENT TRACKING
 
     /// CLIENT TRACKING ON with checked options. As Redis, BCAST adds its prefixes to those the
-    /// client had (none given: every key).
-    func turnOn(_ client: TrackingClient, _ request: RESPTrackingRequest) {
+    /// client had (none given: every key). `outlet`: the connection's, for its pushes.
+    func turnOn(_ client: TrackingClient, _ request: RESPTrackingRequest, outlet: PushOutlet?) {
         lock.lock()
+        if let outlet { client.outlet = outlet }
         if !client.on { trackingClients.add(1, ordering: .relaxed) }
         client.on = true
         client.brokenRedirect = false
@@ -206,7 +213,7 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
     /// before the read, so that a change committed after the read's value was taken is never
     /// missed.
     func remember(_ userIds: [[UInt8]], for client: TrackingClient) {
-        var posts: [(TrackingClient, Worker)] = []
+        var deliveries = Deliveries()
         lock.lock()
         for key in userIds {
             if let position = positions[key] {
@@ -221,12 +228,12 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
                 // A random other key leaves, its readers told it changed.
                 let victim = Int.random(in: 0..<tracked.count - 1)
                 let (userId, readers) = removeTracked(at: victim)
-                for reader in readers { tell(reader, keys: [userId], origin: 0, notices: nil, posts: &posts) }
+                for reader in readers { tell(reader, keys: [userId], origin: 0, notices: nil, deliveries: &deliveries) }
             }
         }
         trackedCount.store(tracked.count, ordering: .relaxed)
         lock.unlock()
-        ring(posts)
+        dispatch(deliveries)
     }
 
     /// These profiles changed (`origin`: the client whose write it was, for NOLOOP; 0 for none
@@ -234,12 +241,12 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
     /// client whose prefix matches gets their keys in one push.
     func changed(_ userIds: UnsafeBufferPointer<UnsafeRawBufferPointer>, origin: Int, notices: ChangeNotices?) {
         guard isActive else { return }
-        var posts: [(TrackingClient, Worker)] = []
+        var deliveries = Deliveries()
         lock.lock()
         for userId in userIds where !positions.isEmpty {
             guard slotCounts[slot(of: userId)] > 0, let position = positions[Array(userId)] else { continue }
             let (key, readers) = removeTracked(at: position)
-            for reader in readers { tell(reader, keys: [key], origin: origin, notices: notices, posts: &posts) }
+            for reader in readers { tell(reader, keys: [key], origin: origin, notices: notices, deliveries: &deliveries) }
         }
         for id in broadcasters {
             guard let client = clients[id], !(client.noloop && id == origin) else { continue }
@@ -248,30 +255,30 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
                 let key = keyPrefix + Array(userId)
                 if client.prefixes.contains(where: { key.starts(with: $0) }) { keys.append(Array(userId)) }
             }
-            if !keys.isEmpty { deliver(keys, for: client, notices: notices, posts: &posts) }
+            if !keys.isEmpty { deliver(keys, for: client, notices: notices, deliveries: &deliveries) }
         }
         trackedCount.store(tracked.count, ordering: .relaxed)
         lock.unlock()
-        ring(posts)
+        dispatch(deliveries)
     }
 
     /// Everything may have changed (FLUSHALL, or a node whose lease ran out): the table is
     /// emptied and every tracking client is told to drop all it cached.
     func flushAll(notices: ChangeNotices?) {
         guard isActive || keyCount > 0 else { return }
-        var posts: [(TrackingClient, Worker)] = []
+        var deliveries = Deliveries()
         lock.lock()
         positions.removeAll()
         tracked.removeAll()
         for slot in slotCounts.indices { slotCounts[slot] = 0 }
         trackedCount.store(0, ordering: .relaxed)
         for client in clients.values where client.on {
-            guard let target = target(of: client, posts: &posts) else { continue }
+            guard let target = target(of: client, deliveries: &deliveries) else { continue }
             enqueue(RESPPush.flush(target.version, nullVersion: client.version), redirected: target !== client, to: target,
-                    notices: notices, posts: &posts)
+                    notices: notices, deliveries: &deliveries)
         }
         lock.unlock()
-        ring(posts)
+        dispatch(deliveries)
     }
 
     /// Takes the pushes made for the client, and the writes' notices they count in (which the
@@ -295,6 +302,14 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
         Int(truncatingIfNeeded: slotHasher.hash(userId) & (1 << Self.slotBits - 1))
     }
 
+    /// What a change made for other threads to do once the lock is let go (`dispatch`).
+    private struct Deliveries {
+        /// Clients whose workers must be woken for pushes queued for them.
+        var posts: [(TrackingClient, Worker)] = []
+        /// Pushes for connections with an outlet, to send straight to their sockets.
+        var direct: [(target: TrackingClient, outlet: PushOutlet, push: [UInt8], notices: ChangeNotices?)] = []
+    }
+
     private func removeTracked(at position: Int) -> (userId: [UInt8], readers: [Int]) {
         let removed = tracked[position]
         positions[removed.userId] = nil
@@ -310,53 +325,87 @@ final class ClientTracking: ChangeFeed, @unchecked Sendable {
 
     /// Tells a default-mode reader that these keys changed, unless it stopped tracking, went
     /// BCAST, or wrote them itself with NOLOOP.
-    private func tell(_ id: Int, keys: [[UInt8]], origin: Int, notices: ChangeNotices?, posts: inout [(TrackingClient, Worker)]) {
+    private func tell(_ id: Int, keys: [[UInt8]], origin: Int, notices: ChangeNotices?, deliveries: inout Deliveries) {
         guard let client = clients[id], client.on, !client.bcast, !(client.noloop && id == origin) else { return }
-        deliver(keys, for: client, notices: notices, posts: &posts)
+        deliver(keys, for: client, notices: notices, deliveries: &deliveries)
     }
 
     private func deliver(_ userIds: [[UInt8]], for client: TrackingClient, notices: ChangeNotices?,
-                         posts: inout [(TrackingClient, Worker)]) {
-        guard let target = target(of: client, posts: &posts) else { return }
+                         deliveries: inout Deliveries) {
+        guard let target = target(of: client, deliveries: &deliveries) else { return }
         enqueue(RESPPush.invalidation(keys: userIds.map { keyPrefix + $0 }, target.version), redirected: target !== client,
-                to: target, notices: notices, posts: &posts)
+                to: target, notices: notices, deliveries: &deliveries)
     }
 
     /// Where the client's invalidations go: itself, or the client it redirects to; nil when
     /// that one is gone (a RESP3 client is told so).
-    private func target(of client: TrackingClient, posts: inout [(TrackingClient, Worker)]) -> TrackingClient? {
+    private func target(of client: TrackingClient, deliveries: inout Deliveries) -> TrackingClient? {
         guard client.redirect != 0 else { return client }
         if let target = clients[client.redirect] { return target }
         client.brokenRedirect = true
-        if client.version == .resp3 { append(RESPPush.redirectBroken(client.redirect), to: client, notices: nil, posts: &posts) }
+        if client.version == .resp3 { append(RESPPush.redirectBroken(client.redirect), to: client, notices: nil, deliveries: &deliveries) }
         return nil
     }
 
     /// A RESP3 connection takes the push; a RESP2 one only redirected to and subscribed, as a
     /// pub/sub message; anything else cannot carry it and it is dropped, as Redis does.
     private func enqueue(_ push: [UInt8], redirected: Bool, to target: TrackingClient, notices: ChangeNotices?,
-                         posts: inout [(TrackingClient, Worker)]) {
+                         deliveries: inout Deliveries) {
         guard target.version == .resp3 || (redirected && target.subscribed) else { return }
         invalidations.add(1, ordering: .relaxed)
-        append(push, to: target, notices: notices, posts: &posts)
+        append(push, to: target, notices: notices, deliveries: &deliveries)
     }
 
-    /// Queues a push for the client's worker; the write whose `notices` it counts in is not
-    /// acknowledged before the worker wrote it.
-    private func append(_ push: [UInt8], to target: TrackingClient, notices: ChangeNotices?, posts: inout [(TrackingClient, Worker)]) {
-        target.pending.append(push)
-        if let notices {
-            notices.expect()
-            target.pendingNotices.append(notices)
+    /// Makes a push for the client; the write whose `notices` it counts in is not acknowledged
+    /// before it is on the client's socket. Sent straight there once the lock is let go when
+    /// the connection has an outlet; else (or when that is shut) queued for its worker.
+    private func append(_ push: [UInt8], to target: TrackingClient, notices: ChangeNotices?, deliveries: inout Deliveries) {
+        notices?.expect()
+        if let outlet = target.outlet {
+            deliveries.direct.append((target, outlet, push, notices))
+        } else {
+            queue(push, for: target, notices: notices, deliveries: &deliveries)
         }
+    }
+
+    /// Queues a push for the client's worker, which marks its `notices` sent once it wrote it.
+    private func queue(_ push: [UInt8], for target: TrackingClient, notices: ChangeNotices?, deliveries: inout Deliveries) {
+        target.pending.append(push)
+        if let notices { target.pendingNotices.append(notices) }
+        wake(target, deliveries: &deliveries)
+    }
+
+    /// Has the client's worker told to write what waits for it (pushes, or the rest of one).
+    private func wake(_ target: TrackingClient, deliveries: inout Deliveries) {
         if !target.posted, let worker = target.worker {
             target.posted = true
-            posts.append((target, worker))
+            deliveries.posts.append((target, worker))
         }
     }
 
-    /// Wakes the workers that hold the clients with new pushes, once the lock is let go.
-    private func ring(_ posts: [(TrackingClient, Worker)]) {
+    // MARK: Once the lock is let go
+
+    /// Sends the pushes that can go straight to their sockets, queues the others for their
+    /// workers, and wakes the workers that have pushes to write: no system call under the lock.
+    private func dispatch(_ deliveries: Deliveries) {
+        var posts = deliveries.posts
+        for (target, outlet, push, notices) in deliveries.direct {
+            let sent = push.withUnsafeBytes { outlet.send($0) }
+            // On the socket, or its rest first in line on the connection: the write may be acknowledged.
+            if sent != .refused { notices?.sent() }
+            if sent == .whole { continue }
+            var queued = Deliveries()
+            lock.lock()
+            if clients[target.id] !== target {
+                // Closed meanwhile (`detach`): nobody reads it; the write need not wait.
+                lock.unlock()
+                if sent == .refused { notices?.sent() }
+                continue
+            }
+            if sent == .refused { queue(push, for: target, notices: notices, deliveries: &queued) } else { wake(target, deliveries: &queued) }
+            lock.unlock()
+            posts += queued.posts
+        }
         for (client, worker) in posts { worker.post(.deliver(client)) }
     }
 }

@@ -70,7 +70,9 @@ extension RESPWorkerFront {
         // On the socket (or behind replies the client has not read), or dropped with the
         // connection: the writes may be acknowledged.
         defer { for notices in taken.notices { notices.sent() } }
-        guard !taken.pushes.isEmpty, connection.phase != .closed else { return }
+        // A pass even with no pushes: it sends what the socket did not take of one sent
+        // straight to it (`PushOutlet`).
+        guard connection.phase != .closed else { return }
         processor.beginPass(at: monotonicNanos())
         writePushes(taken.pushes, to: connection)
         worker.finishPass(connection)
@@ -84,8 +86,12 @@ extension RESPWorkerFront {
         for notices in taken.notices { notices.sent() }
     }
 
+    /// Writes the pushes now; when reads of the connection are unanswered, again after their
+    /// replies, which may carry values read before the changes.
     private func writePushes(_ pushes: [[UInt8]], to connection: Connection) {
+        let repeated = connection.hasReadsUnanswered
         for push in pushes {
+            if repeated { push.withUnsafeBytes { connection.repeatOnceReadsAreAnswered($0) } }
             processor.reserve(push.count, connection)
             push.withUnsafeBytes { bytes in
                 if processor.out.remaining >= bytes.count {

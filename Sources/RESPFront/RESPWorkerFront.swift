@@ -659,7 +659,7 @@ final class RESPWorkerFront: WorkerFront {
         case .failure(let problem):
             respError(problem, connection)
         case .success(let request) where request.on:
-            tracking.turnOn(session.tracking, request)
+            tracking.turnOn(session.tracking, request, outlet: connection.makePushOutlet())
             session.remembers = request.bcast ? .none : request.optin ? .optin : request.optout ? .optout : .all
             session.prefixBytes = tracking.state(of: session.tracking).prefixes.reduce(0) { $0 + $1.count + 48 }
             respSimple("OK", connection)
@@ -723,7 +723,7 @@ final class RESPWorkerFront: WorkerFront {
         for channel in arguments.dropFirst() {
             if !session.channels.contains(where: { $0.elementsEqual(channel) }) {
                 session.channels.append(Array(channel))
-                if Self.isInvalidationChannel(channel) { shared.tracking.setSubscribed(session.tracking, true) }
+                if Self.isInvalidationChannel(channel) { shared.tracking.setSubscribed(session.tracking, true, outlet: connection.makePushOutlet()) }
             }
             respRaw(RESPPush.subscription("subscribe", channel: channel, count: session.channels.count, session.version), connection)
         }
@@ -739,7 +739,7 @@ final class RESPWorkerFront: WorkerFront {
         for channel in named {
             session.channels.removeAll { $0 == channel }
             channel.withUnsafeBytes { bytes in
-                if Self.isInvalidationChannel(bytes) { shared.tracking.setSubscribed(session.tracking, false) }
+                if Self.isInvalidationChannel(bytes) { shared.tracking.setSubscribed(session.tracking, false, outlet: nil) }
                 respRaw(RESPPush.subscription("unsubscribe", channel: bytes, count: session.channels.count, session.version), connection)
             }
         }

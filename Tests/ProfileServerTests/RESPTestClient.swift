@@ -88,6 +88,20 @@ final class RESPTestClient {
         }
     }
 
+    /// The whole replies (pushes among them) that have arrived, without waiting for more.
+    func arrivedReplies() throws -> [String] {
+        var readable = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while poll(&readable, 1, 0) > 0 {
+            guard try receive() else { break }
+        }
+        var replies: [String] = []
+        while let end = Self.replyEnd(buffer, 0) {
+            replies.append(String(decoding: buffer[..<end], as: UTF8.self))
+            buffer.removeFirst(end)
+        }
+        return replies
+    }
+
     /// Whether the server closed the connection (after any replies still to read).
     func isClosedByServer() throws -> Bool {
         buffer.isEmpty ? !(try receive()) && buffer.isEmpty : false

@@ -7,7 +7,10 @@ Each round, on a key of its own: the cached client reads it twice (the second fr
 memory), another connection changes it and gets its reply, and the cached client reads it at
 once.
 
-Usage: redis_py_stale_reads.py --port PORT --line-port PORT [--rounds N] [--writer resp|line]
+With --tls-ca, the RESP clients connect over TLS (--port is then the RESP TLS listener's),
+checking the server's certificate against that CA.
+
+Usage: redis_py_stale_reads.py --port PORT --line-port PORT [--rounds N] [--writer resp|line] [--tls-ca FILE]
 Prints `stale N of ROUNDS`; exits 0 when no read was stale, 1 otherwise.
 """
 
@@ -25,9 +28,11 @@ def main():
     parser.add_argument("--line-port", type=int, required=True, help="the same node's line-protocol port")
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--writer", choices=["resp", "line"], default="resp")
+    parser.add_argument("--tls-ca", help="connect the RESP clients over TLS, trusting this CA")
     options = parser.parse_args()
-    cached = redis.Redis(port=options.port, protocol=3, cache_config=CacheConfig(), socket_timeout=5)
-    writer = redis.Redis(port=options.port, socket_timeout=5)
+    tls = {"ssl": True, "ssl_ca_certs": options.tls_ca} if options.tls_ca else {}
+    cached = redis.Redis(port=options.port, protocol=3, cache_config=CacheConfig(), socket_timeout=5, **tls)
+    writer = redis.Redis(port=options.port, socket_timeout=5, **tls)
     line = socket.create_connection(("127.0.0.1", options.line_port), timeout=5)
     replies = line.makefile("rb")
     stale = 0
