@@ -102,7 +102,7 @@ let package = Package(
         .testTarget(name: "CommandLineFlagsTests", dependencies: ["CommandLineFlags"]),
         .testTarget(name: "ProfileProtocolTests", dependencies: ["ProfileModel", "ProfileProtocol", "ProfileTestSupport", "WireBytes"]),
         .testTarget(name: "RESPProtocolTests", dependencies: ["RESPProtocol", "ProfileModel"]),
-        .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileTestSupport"]),
+        .testTarget(name: "ProfileCacheTests", dependencies: ["ProfileCache", "ProfileSystem", "ProfileTestSupport"]),
         .testTarget(name: "ProfileStoreTests", dependencies: ["ProfileStore", "ProfileStoreSQLite", "ProfileSystem", "CSQLite", "ProfileTestSupport"]),
         // Against the throw-away PostgreSQL that Scripts/test starts (PROFILED_TEST_POSTGRES).
         .testTarget(name: "ProfilePostgresTests", dependencies: ["ProfilePostgres", "ProfileSystem", "ProfileTestSupport"]),

@@ -75,6 +75,13 @@ public struct CacheStatistics: Sendable, Equatable {
     public var bytes = 0
     /// Entries removed to make room (not those replaced or flushed).
     public var evictions = 0
+    /// Bytes of the entries in the small queues, where new entries start (`ShardState`).
+    public var smallBytes = 0
+    /// Entries moved from a small queue to a main one, for a use while there.
+    public var promotions = 0
+    /// Fills of ids lately evicted unused from a small queue (the ghost remembered them),
+    /// admitted straight to the main queue.
+    public var ghostHits = 0
     /// The budget `bytes` stays within.
     public var limitBytes = 0
 }

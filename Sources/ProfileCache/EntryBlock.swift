@@ -2,7 +2,7 @@ import Glibc
 
 /// The one block that holds everything an entry owns.
 ///
-/// Layout: a 4-byte header (reply length: UInt16, id length: UInt8, kind and referenced bit:
+/// Layout: a 4-byte header (reply length: UInt16, id length: UInt8, kind and eviction state:
 /// UInt8), then
 /// - for a profile: where its id, name and portraitUri are (offsets from the block's start
 ///   and lengths, UInt16 each: id offset, name offset and length, portraitUri offset and
@@ -21,10 +21,15 @@ struct EntryBlock {
         case profile
     }
 
-    /// The kind byte's low bits hold the kind, and its top bit marks an entry looked up since
-    /// eviction last passed it.
+    /// The kind byte's low bits hold the kind; above them, what eviction needs (`ShardState`):
+    /// whether the entry is in the main queue, and how often it was looked up (up to 3) since it
+    /// came in or eviction last passed it.
     static let kindMask: UInt8 = 0x03
-    static let referencedBit: UInt8 = 0x80
+    static let mainBit: UInt8 = 0x20
+    /// The top two bits: the byte is below `frequencyMask` exactly while the count can grow.
+    static let frequencyShift: UInt8 = 6
+    static let frequencyMask: UInt8 = 0xC0
+    static let maxFrequency = 3
 
     static let headerSize = 4
     /// A profile's header: the common one, then the id's offset and the offsets and lengths of
@@ -96,9 +101,10 @@ struct EntryBlock {
         guard !isAbsence, key.count == keyLength, let layout = ProfileLayout(key: key, profile: profile) else { return false }
         let chunk = BlockSlab.chunkSize(for: layout.byteCount)
         guard chunk > 0, chunk == BlockSlab.chunkSize(for: byteCount) else { return false }
-        let referenced = isReferenced
+        // Where it stands in eviction's queues stays.
+        let evictionState = base.load(fromByteOffset: 3, as: UInt8.self) & (Self.mainBit | Self.frequencyMask)
         base.storeBytes(of: UInt16(profile.reply.count), as: UInt16.self)
-        base.storeBytes(of: Kind.profile.rawValue | (referenced ? Self.referencedBit : 0), toByteOffset: 3, as: UInt8.self)
+        base.storeBytes(of: Kind.profile.rawValue | evictionState, toByteOffset: 3, as: UInt8.self)
         write(key: key, profile: profile, layout)
         return true
     }
@@ -146,13 +152,30 @@ struct EntryBlock {
     var kind: Kind { Kind(rawValue: base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask)! }
     var isAbsence: Bool { base.load(fromByteOffset: 3, as: UInt8.self) & Self.kindMask == Kind.absence.rawValue }
 
-    /// Set by a lookup, cleared when eviction gives the entry its second chance.
-    var isReferenced: Bool {
-        get { base.load(fromByteOffset: 3, as: UInt8.self) & Self.referencedBit != 0 }
+    /// Lookups since the entry came in or eviction last passed it, counted up to `maxFrequency`.
+    var frequency: Int {
+        get { Int((base.load(fromByteOffset: 3, as: UInt8.self) & Self.frequencyMask) >> Self.frequencyShift) }
+        nonmutating set {
+            let byte = base.load(fromByteOffset: 3, as: UInt8.self) & ~Self.frequencyMask
+            base.storeBytes(of: byte | UInt8(newValue) << Self.frequencyShift, toByteOffset: 3, as: UInt8.self)
+        }
+    }
+
+    /// A lookup: one more use, unless the count is at its top already (then nothing is written).
+    @inline(__always)
+    func countUse() {
+        let byte = base.load(fromByteOffset: 3, as: UInt8.self)
+        if byte < Self.frequencyMask {
+            base.storeBytes(of: byte &+ 1 << Self.frequencyShift, toByteOffset: 3, as: UInt8.self)
+        }
+    }
+
+    /// In the main queue, rather than the small one new entries start in.
+    var isInMain: Bool {
+        get { base.load(fromByteOffset: 3, as: UInt8.self) & Self.mainBit != 0 }
         nonmutating set {
             let byte = base.load(fromByteOffset: 3, as: UInt8.self)
-            base.storeBytes(of: newValue ? byte | Self.referencedBit : byte & ~Self.referencedBit,
-                            toByteOffset: 3, as: UInt8.self)
+            base.storeBytes(of: newValue ? byte | Self.mainBit : byte & ~Self.mainBit, toByteOffset: 3, as: UInt8.self)
         }
     }
 

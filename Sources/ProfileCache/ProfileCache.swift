@@ -3,13 +3,13 @@ import Glibc
 import ProfileSystem
 import Synchronization
 
-/// A byte-bounded LRU from userId to a profile, or to a remembered absence, in front of the
-/// profile store. A profile is kept as its values inside the reply one codec encoded once for
+/// A byte-bounded cache from userId to a profile, or to a remembered absence, in front of the
+/// profile store, evicting as S3-FIFO does (`ShardState`). A profile is kept as its values inside the reply one codec encoded once for
 /// it (`EncodedProfile`): what a hit of that codec copies, and what any other codec encodes its
 /// own reply from (docs/BENCHMARKS.md, "What a cache entry keeps", measures why).
 ///
 /// Thread-safe: any thread may call any method. The cache is split into shards by
-/// the id's hash; each shard has its own lock, table, recency list and an equal
+/// the id's hash; each shard has its own lock, table, eviction queues and an equal
 /// share of the byte budget, so threads rarely wait for one another.
 ///
 /// Staleness: `update` and `removeAll` are authoritative and bump the shard's epoch;
@@ -85,8 +85,8 @@ public final class ProfileCache: @unchecked Sendable {
 
     /// Looks up `userId` and runs `body` with the outcome while the shard is locked.
     ///
-    /// A hit or a remembered absence is marked as used, which spares it the next eviction
-    /// that reaches it. Keep
+    /// A hit or a remembered absence counts a use, which spares it eviction that reaches it
+    /// (`ShardState`). Keep
     /// `body` brief, e.g. copy the reply bytes out: other threads using the same
     /// shard wait for it. Ids that are empty or longer than 255 bytes always miss.
     @inlinable
@@ -223,9 +223,22 @@ public final class ProfileCache: @unchecked Sendable {
                 total.absentItems += state.pointee.absentItems
                 total.bytes += state.pointee.bytes
                 total.evictions += state.pointee.evictions
+                total.smallBytes += state.pointee.smallBytes
+                total.promotions += state.pointee.promotions
+                total.ghostHits += state.pointee.ghostHits
             }
         }
         return total
+    }
+
+    /// The keys in each shard's small and main queues, head to tail; for tests.
+    func queuedKeys() -> [(small: [[UInt8]], main: [[UInt8]])] {
+        (0..<shardCount).map { index in
+            let shard = shard(at: index)
+            var keys: (small: [[UInt8]], main: [[UInt8]]) = ([], [])
+            shard.withLock { keys = shard.state.pointee.queuedKeys() }
+            return keys
+        }
     }
 
     /// Every inconsistency found by walking all shards, each under its lock; for tests.

@@ -2,8 +2,16 @@ import CPrefetch
 import Glibc
 import ProfileSystem
 
-/// One shard of the cache: its hash table, entry records, recency lists, byte
+/// One shard of the cache: its hash table, entry records, eviction queues, byte
 /// accounting and fill epoch.
+///
+/// Eviction is S3-FIFO's (Yang et al., SOSP 2023), which keeps more of a skewed workload's
+/// popular ids than LRU and lets a scan of ids read once pass through: a new entry joins a
+/// small queue (a tenth of the budget); one evicted from there without a second use leaves
+/// only its fingerprint in a ghost table, while one used there moves to the main queue. The
+/// main queue evicts like CLOCK, with a count of uses (to 3) instead of one bit, each pass of
+/// eviction taking one back. An id filled while the ghost remembers it joins the main queue.
+/// A hit only counts a use: nothing moves, no list is touched.
 ///
 /// Every method must be called with the shard's lock held.
 @usableFromInline
@@ -25,9 +33,14 @@ struct ShardState: ~Copyable {
     /// Where the entries' blocks live.
     private var slab: BlockSlab
     private var records: EntryRecords
-    /// Every entry. New entries, and looked-up ones that eviction passed, go to the head: the
-    /// order is by recency of use, approximately (see `evictionCandidate`).
-    private var recency = RecencyList()
+    /// New entries, oldest at the tail; `smallBytes` of blocks, at most `smallBudget` once
+    /// eviction runs.
+    private var small = RecencyList()
+    /// Entries used while in `small`, or filled while the ghost remembered them; eviction
+    /// moves the used ones at the tail to the head (see `evictionVictim`).
+    private var main = RecencyList()
+    private var ghost: GhostTable
+    let smallBudget: Int
     /// The absences alone, most recently used first, to evict the oldest when over their cap.
     private var absences = RecencyList()
 
@@ -37,6 +50,11 @@ struct ShardState: ~Copyable {
     private(set) var items = 0
     private(set) var absentItems = 0
     private(set) var evictions = 0
+    private(set) var smallBytes = 0
+    /// Entries moved to the main queue for a use while in the small one.
+    private(set) var promotions = 0
+    /// Fills the ghost remembered, admitted to the main queue.
+    private(set) var ghostHits = 0
 
     init(index: UInt32, hasher: KeyHasher, budget: Int, pool: PagePool, epoch: UInt64 = 0) {
         self.index = index
@@ -46,6 +64,8 @@ struct ShardState: ~Copyable {
         self.hasher = hasher
         self.budget = budget
         self.absenceBudget = budget / 4
+        self.smallBudget = budget / 10
+        self.ghost = GhostTable(budget: budget)
         self.epoch = epoch
     }
 
@@ -64,6 +84,8 @@ struct ShardState: ~Copyable {
     mutating func removeAll() -> ShardState {
         var retired = ShardState(index: index, hasher: hasher, budget: budget, pool: slab.pool, epoch: epoch &+ 1)
         retired.evictions = evictions
+        retired.promotions = promotions
+        retired.ghostHits = ghostHits
         swap(&self, &retired)
         return retired
     }
@@ -74,9 +96,8 @@ struct ShardState: ~Copyable {
             return .miss(FillTicket(shard: index, epoch: epoch))
         }
         let block = EntryBlock(records[found.entry].block!)
-        // Marked, not moved: relinking touched two more records at random places in memory on
-        // every hit. Eviction moves marked entries to the front instead (see `evictionCandidate`).
-        if !block.isReferenced { block.isReferenced = true }
+        // Counted, not moved: relinking touches two more records at random places in memory.
+        block.countUse()
         return block.isAbsence ? .absent : .hit(block.profile)
     }
 
@@ -112,7 +133,9 @@ struct ShardState: ~Copyable {
         guard ticketEpoch == epoch, find(key, hash: hash) == nil, let block = makeBlock(key, profile: profile) else {
             return
         }
-        admit(block, hash: hash)
+        let wantedAgain = ghost.takeBack(hash: hash)
+        if wantedAgain { ghostHits += 1 }
+        admit(block, hash: hash, toMain: wantedAgain)
     }
 
     private mutating func makeBlock(_ key: UnsafeRawBufferPointer, profile: EncodedProfile?) -> EntryBlock? {
@@ -130,10 +153,14 @@ struct ShardState: ~Copyable {
         epoch &+= 1
         guard let found = find(key, hash: hash) else { return }
         // A rewrite of the same size goes over the old block: nothing to free, link or account.
-        if let profile, EntryBlock(records[found.entry].block!).overwrite(key: key, profile: profile) { return }
+        let old = EntryBlock(records[found.entry].block!)
+        if let profile, old.overwrite(key: key, profile: profile) { return }
+        // The new value keeps the old one's place in eviction's queues.
+        let (wasInMain, frequency) = (old.isInMain, old.frequency)
         remove(found)
         if let block = makeBlock(key, profile: profile) {
-            admit(block, hash: hash)
+            block.frequency = frequency
+            admit(block, hash: hash, toMain: wasInMain)
         }
     }
 
@@ -145,7 +172,7 @@ struct ShardState: ~Copyable {
         remove(found)
     }
 
-    private var recencyLinks: RecencyLinks { RecencyLinks(records: records.base!) }
+    private var queueLinks: RecencyLinks { RecencyLinks(records: records.base!) }
     private var absenceLinks: AbsenceLinks { AbsenceLinks(records: records.base!) }
 
     // Inlined: called on its own, it took a copy of the whole shard state for each lookup.
@@ -156,9 +183,9 @@ struct ShardState: ~Copyable {
         }
     }
 
-    /// Links `block` in as the most recently used entry, evicting entries as needed; drops it
-    /// when it cannot fit even in an otherwise empty shard.
-    private mutating func admit(_ block: EntryBlock, hash: UInt64) {
+    /// Links `block` in at the head of the small queue, or of the main one, evicting entries as
+    /// needed; drops it when it cannot fit even in an otherwise empty shard.
+    private mutating func admit(_ block: EntryBlock, hash: UInt64, toMain: Bool) {
         let cost = block.footprint
         let absenceCharge = cost + Self.absenceOverhead
         guard cost <= budget - table.footprint - records.footprint
@@ -169,7 +196,7 @@ struct ShardState: ~Copyable {
         if block.isAbsence {
             while absenceBytes + absenceCharge > absenceBudget {
                 let links = absentItems > 0 ? absenceLinks : nil
-                guard let links, let victim = Self.evictionCandidate(of: &absences, links, records: records.base!) else {
+                guard let links, let victim = Self.oldestAbsence(in: &absences, links, records: records.base!) else {
                     block.release(to: &slab)
                     return
                 }
@@ -182,7 +209,13 @@ struct ShardState: ~Copyable {
         }
         let entry = records.claim(for: block.base)
         table.insert(hash: UInt32(truncatingIfNeeded: hash), entry: entry)
-        recency.pushFront(entry, recencyLinks)
+        block.isInMain = toMain
+        if toMain {
+            main.pushFront(entry, queueLinks)
+        } else {
+            small.pushFront(entry, queueLinks)
+            smallBytes += cost
+        }
         items += 1
         bytes += cost
         if block.isAbsence {
@@ -192,8 +225,9 @@ struct ShardState: ~Copyable {
         }
     }
 
-    /// Evicts least recently used entries until a block of `cost` bytes fits, growing the
-    /// table or the records first when they are full and the growth itself fits.
+    /// Evicts entries until a block of `cost` bytes fits, growing the table or the records
+    /// first when they are full and the growth itself fits. The first eviction makes the ghost
+    /// table first: a shard that never fills needs none.
     private mutating func makeRoom(for cost: Int) -> Bool {
         while true {
             if table.needsGrowth(toHold: items + 1) {
@@ -213,39 +247,73 @@ struct ShardState: ~Copyable {
             } else if bytes + cost <= budget {
                 return true
             }
-            let links = items > 0 ? recencyLinks : nil
-            guard let links, let victim = Self.evictionCandidate(of: &recency, links, records: records.base!) else {
-                return false
+            if !ghost.isMade && items > 0 && ghost.footprintWhenMade <= budget / 32 {
+                ghost.make()
+                bytes += ghost.footprint
+                continue
             }
+            guard items > 0, let victim = evictionVictim() else { return false }
             evict(victim)
         }
     }
 
-    /// How many looked-up entries one eviction gives a second chance before it takes the
-    /// tail whatever it is: bounds the time an eviction holds the shard's lock.
+    /// How many used entries at the main queue's tail one eviction passes over (each a use
+    /// taken back) before it takes the tail whatever its count: bounds the time an eviction
+    /// holds the shard's lock.
     static let maxSecondChances = 32
 
-    /// The entry to evict from `list`: the one nearest its tail that was not looked up since
-    /// eviction last passed it (second chance, as in CLOCK: a lookup marks an entry, and
-    /// eviction moves marked ones to the head, unmarked). After `maxSecondChances` marked
-    /// entries the next one goes regardless.
-    private static func evictionCandidate(of list: inout RecencyList, _ links: some EntryLinks,
-                                          records: UnsafeMutablePointer<EntryRecord>) -> UInt32? {
+    /// The entry to evict next, as S3-FIFO picks it. While the small queue holds its share of
+    /// the budget (or the main queue is empty): its tail, if never used since it came in;
+    /// a used one moves to the main queue instead (each entry does so at most once a stay, so
+    /// these moves cost O(1) an admission). Otherwise: the main queue's tail if its count is 0;
+    /// a counted one goes back to the head, one use taken back, up to `maxSecondChances` times.
+    private mutating func evictionVictim() -> UInt32? {
+        let links = queueLinks
+        var secondChances = 0
+        while true {
+            if small.tail != .noEntry && (smallBytes >= smallBudget || main.tail == .noEntry) {
+                let tail = small.tail
+                let block = EntryBlock(records[tail].block!)
+                if block.frequency == 0 { return tail }
+                small.remove(tail, links)
+                smallBytes -= block.footprint
+                block.isInMain = true
+                main.pushFront(tail, links)
+                promotions += 1
+                continue
+            }
+            let tail = main.tail
+            guard tail != .noEntry else { return nil }
+            let block = EntryBlock(records[tail].block!)
+            guard block.frequency > 0 && secondChances < Self.maxSecondChances else { return tail }
+            block.frequency -= 1
+            secondChances += 1
+            main.moveToFront(tail, links)
+        }
+    }
+
+    /// The oldest absence, passing over (and moving to the head) up to `maxSecondChances` used
+    /// ones, each a use taken back.
+    private static func oldestAbsence(in list: inout RecencyList, _ links: some EntryLinks,
+                                      records: UnsafeMutablePointer<EntryRecord>) -> UInt32? {
         var secondChances = 0
         while list.tail != .noEntry {
             let tail = list.tail
             let block = EntryBlock(records[Int(tail)].block!)
-            guard block.isReferenced && secondChances < maxSecondChances else { return tail }
-            block.isReferenced = false
+            guard block.frequency > 0 && secondChances < maxSecondChances else { return tail }
+            block.frequency -= 1
             secondChances += 1
             list.moveToFront(tail, links)
         }
         return nil
     }
 
+    /// Removes an entry to make room; one leaving the small queue is remembered by the ghost.
     private mutating func evict(_ entry: UInt32) {
-        let key = EntryBlock(records[entry].block!).key
-        let found = table.find(UInt32(truncatingIfNeeded: hasher.hash(key))) { $0 == entry }!
+        let block = EntryBlock(records[entry].block!)
+        let hash = hasher.hash(block.key)
+        if !block.isInMain { ghost.remember(hash: hash) }
+        let found = table.find(UInt32(truncatingIfNeeded: hash)) { $0 == entry }!
         remove(found)
         evictions += 1
     }
@@ -254,7 +322,12 @@ struct ShardState: ~Copyable {
         let block = EntryBlock(records[found.entry].block!)
         let cost = block.footprint
         table.remove(at: found.position)
-        recency.remove(found.entry, recencyLinks)
+        if block.isInMain {
+            main.remove(found.entry, queueLinks)
+        } else {
+            small.remove(found.entry, queueLinks)
+            smallBytes -= cost
+        }
         if block.isAbsence {
             absences.remove(found.entry, absenceLinks)
             absentItems -= 1
@@ -268,6 +341,21 @@ struct ShardState: ~Copyable {
 }
 
 extension ShardState {
+    /// The keys of the entries in the small queue and in the main one, each from head to tail,
+    /// counting no use. For tests.
+    func queuedKeys() -> (small: [[UInt8]], main: [[UInt8]]) {
+        func keys(_ list: RecencyList) -> [[UInt8]] {
+            var keys: [[UInt8]] = []
+            var entry = list.head
+            while entry != .noEntry {
+                keys.append(Array(EntryBlock(records[entry].block!).key))
+                entry = records[entry].next
+            }
+            return keys
+        }
+        return (keys(small), keys(main))
+    }
+
     /// Every way the shard's structures must agree with one another, as readable
     /// failures; empty when all is well. For tests: it walks the whole shard.
     func integrityViolations() -> [String] {
@@ -277,41 +365,47 @@ extension ShardState {
         }
         var seen = Set<UInt32>()
         var blockBytes = 0
+        var smallSeen = 0
         var absenceCharges = 0
         var absentSeen = 0
-        var previous = UInt32.noEntry
-        var entry = recency.head
-        while entry != .noEntry {
-            guard Int(entry) < records.initialized, seen.insert(entry).inserted,
-                  let base = records[entry].block else {
-                violations.append("shard \(index): recency list is corrupt at entry \(entry)")
-                return violations
+        for (name, list, inMain) in [("small", small, false), ("main", main, true)] {
+            var previous = UInt32.noEntry
+            var entry = list.head
+            while entry != .noEntry {
+                guard Int(entry) < records.initialized, seen.insert(entry).inserted,
+                      let base = records[entry].block else {
+                    violations.append("shard \(index): \(name) queue is corrupt at entry \(entry)")
+                    return violations
+                }
+                let block = EntryBlock(base)
+                check(records[entry].previous == previous, "entry \(entry) has a wrong previous link")
+                check(block.isInMain == inMain, "entry \(entry) is in the \(name) queue but marked otherwise")
+                blockBytes += block.footprint
+                if !inMain { smallSeen += block.footprint }
+                if block.isAbsence {
+                    absentSeen += 1
+                    absenceCharges += block.footprint + Self.absenceOverhead
+                }
+                let found = find(block.key, hash: hasher.hash(block.key))
+                check(found?.entry == entry, "entry \(entry) cannot be found by its key")
+                previous = entry
+                entry = records[entry].next
             }
-            let block = EntryBlock(base)
-            check(records[entry].previous == previous, "entry \(entry) has a wrong previous link")
-            blockBytes += block.footprint
-            if block.isAbsence {
-                absentSeen += 1
-                absenceCharges += block.footprint + Self.absenceOverhead
-            }
-            let found = find(block.key, hash: hasher.hash(block.key))
-            check(found?.entry == entry, "entry \(entry) cannot be found by its key")
-            previous = entry
-            entry = records[entry].next
+            check(list.tail == previous, "the \(name) queue's tail is not its last entry")
         }
-        check(recency.tail == previous, "recency tail is not the last entry")
+        check(smallSeen == smallBytes, "small queue counted \(smallBytes) bytes, holds \(smallSeen)")
         check(seen.count == items, "\(seen.count) entries listed, \(items) counted")
         check(table.occupiedBuckets == items, "\(table.occupiedBuckets) buckets used for \(items) entries")
         check(absentSeen == absentItems, "\(absentSeen) absences listed, \(absentItems) counted")
         check(absenceCharges == absenceBytes, "absences charged \(absenceBytes), sum to \(absenceCharges)")
         check(absenceBytes <= absenceBudget, "absences take \(absenceBytes) of \(absenceBudget)")
-        let structureBytes = table.footprint + records.footprint
+        let structureBytes = table.footprint + records.footprint + ghost.footprint
         check(blockBytes + structureBytes == bytes, "bytes counted \(bytes), held \(blockBytes + structureBytes)")
         check(bytes <= budget, "bytes \(bytes) over budget \(budget)")
 
         var absenceCount = 0
-        previous = .noEntry
-        entry = absences.head
+        var previous = UInt32.noEntry
+        var entry = absences.head
         while entry != .noEntry, absenceCount <= absentItems {
             check(seen.contains(entry) && EntryBlock(records[entry].block!).isAbsence,
                   "absence list holds entry \(entry), which is no absence")

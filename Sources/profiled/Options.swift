@@ -32,7 +32,7 @@ usage: profiled [options]
   --resp-key-prefix P      RESP keys are P followed by the userId (default: the userId alone)
   --db PATH                store file (default $CACHE_DIRECTORY/profiles.sqlite3, else
                            $XDG_CACHE_HOME/profiled/profiles.sqlite3, else ~/.cache/profiled/profiles.sqlite3)
-  --cache-mb N             LRU size in MiB (default 256)
+  --cache-mb N             cache size in MiB (default 256)
   --postgres CONNINFO      share a PostgreSQL database with other profiled nodes instead of a
                            store file (libpq connection string or URI; not with --db)
   --lease-ms N             how stale another node's write may look here, at most, with

@@ -25,6 +25,13 @@ import Testing
         (["--client-cache", "--tracking-cost"],
          "Scripts/bench: --tracking-cost runs alone, not with --compare, --cluster, --tls or --client-cache"),
         (["--tracking-cost", "--keys", "0"], "Scripts/bench: --keys needs a whole number of profiles, 1 or more"),
+        (["--hit-ratio", "--compare"],
+         "Scripts/bench: --hit-ratio runs alone, not with --compare, --cluster, --tls, --client-cache or --tracking-cost"),
+        (["--tracking-cost", "--hit-ratio"],
+         "Scripts/bench: --hit-ratio runs alone, not with --compare, --cluster, --tls, --client-cache or --tracking-cost"),
+        (["--hit-ratio", "--seconds", "3"], "Scripts/bench: --hit-ratio replays fixed sequences: it takes no --seconds or --keys"),
+        (["--hit-ratio", "--keys", "1000"], "Scripts/bench: --hit-ratio replays fixed sequences: it takes no --seconds or --keys"),
+        (["--hit-ratio", "--threads", "0"], "Scripts/bench: --threads needs a whole number of profiled's workers, 1 to 256"),
         (["--fast"], "usage: Scripts/bench [--compare] [--cluster] [--tls] [--seconds N] [--sustain-seconds N] [--keys N] [--threads N]"),
     ])
     func aBadFlagStopsWithOneSentence(arguments: [String], message: String) throws {

@@ -157,7 +157,7 @@ import Testing
         for name in ["uptime_seconds", "curr_connections", "total_connections", "cmd_get", "get_hits", "get_misses",
                      "cache_hits", "cache_misses", "cache_evictions", "cache_items", "cache_bytes", "cache_limit_bytes",
                      "cmd_set", "cmd_del", "store_rows", "errors", "client_memory_bytes", "client_memory_limit_bytes",
-                     "client_evictions"] {
+                     "client_evictions", "cache_small_bytes", "cache_promotions", "cache_ghost_hits"] {
             #expect(stats[name] != nil, "STATS lacks \(name)")
         }
         #expect(stats["cmd_get"] == 7)

@@ -109,6 +109,8 @@ import Testing
                        "errors": "profiled_errors_total", "total_connections": "profiled_connections_accepted_total",
                        "curr_connections": "profiled_connections", "cache_items": "profiled_cache_items",
                        "cache_limit_bytes": "profiled_cache_limit_bytes", "cache_evictions": "profiled_cache_evictions_total",
+                       "cache_small_bytes": "profiled_cache_small_bytes", "cache_promotions": "profiled_cache_promotions_total",
+                       "cache_ghost_hits": "profiled_cache_ghost_hits_total",
                        "loop_moves": "profiled_connection_moves_total",
                        "unmerged_writes": "profiled_unmerged_writes", "write_buffer_bytes": "profiled_write_buffer_bytes",
                        "write_buffer_limit_bytes": "profiled_write_buffer_limit_bytes",
