@@ -20,14 +20,26 @@ public struct EncodedProfile {
     }
 }
 
-/// A cached profile: its reply and its raw values.
+/// A cached profile: its reply and its raw values, each found in the entry's block only when
+/// asked for (a line-protocol hit asks only for the reply).
 ///
 /// Views into the cache, valid only inside the body of `ProfileCache.lookup` that received it.
 public struct CachedProfile {
-    public let reply: UnsafeRawBufferPointer
-    public let userId: UnsafeRawBufferPointer
-    public let name: UnsafeRawBufferPointer
-    public let portraitUri: UnsafeRawBufferPointer
+    /// The entry's block (`EntryBlock`).
+    @usableFromInline let block: UnsafeMutableRawPointer
+
+    init(block: UnsafeMutableRawPointer) {
+        self.block = block
+    }
+
+    /// The reply, right after the block's 4-byte header, whose first two bytes are its length.
+    @inlinable public var reply: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: block + 4, count: Int(block.load(as: UInt16.self)))
+    }
+
+    public var userId: UnsafeRawBufferPointer { EntryBlock(block).key }
+    /// The name and the portraitUri, their locations read once.
+    public var values: (name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) { EntryBlock(block).values }
 }
 
 /// What a lookup found.

@@ -4,11 +4,12 @@ import Glibc
 ///
 /// Layout: a 4-byte header (reply length: UInt16, id length: UInt8, kind and eviction state:
 /// UInt8), then
-/// - for a profile: where its id, name and portraitUri are (offsets from the block's start
-///   and lengths, UInt16 each: id offset, name offset and length, portraitUri offset and
-///   length), the reply, and then whichever of the three raw values the reply does not carry
-///   byte for byte (one that had to be escaped), so that a reply that writes them as they are
-///   costs nothing more;
+/// - for a profile: the reply (always at offset 4, so a hit finds it without reading further),
+///   then where its id, name and portraitUri are (offsets from the block's start and lengths:
+///   id offset, name offset and length, portraitUri offset and length; one byte each when all
+///   fit, as they do for most profiles, else two, `wideBit`), and then whichever of the three
+///   raw values the reply does not carry byte for byte (one that had to be escaped), so that a
+///   reply that writes them as they are costs nothing more;
 /// - for a remembered absence: its two links in the absence list, then the raw id.
 ///
 /// The cache knows nothing of how a reply is encoded: it keeps the bytes it is given, and
@@ -25,16 +26,19 @@ struct EntryBlock {
     /// whether the entry is in the main queue, and how often it was looked up (up to 3) since it
     /// came in or eviction last passed it.
     static let kindMask: UInt8 = 0x03
+    /// A profile whose offsets and lengths take two bytes each.
+    static let wideBit: UInt8 = 0x04
     static let mainBit: UInt8 = 0x20
     /// The top two bits: the byte is below `frequencyMask` exactly while the count can grow.
     static let frequencyShift: UInt8 = 6
     static let frequencyMask: UInt8 = 0xC0
     static let maxFrequency = 3
 
+    /// `CachedProfile.reply`, inlined into the fronts, finds the reply right after it.
     static let headerSize = 4
-    /// A profile's header: the common one, then the id's offset and the offsets and lengths of
-    /// the name and the portraitUri.
-    static let profileHeaderSize = headerSize + 10
+    /// The id's offset, and the name's and the portraitUri's offsets and lengths, after a
+    /// profile's reply.
+    static let locationCount = 5
     static let absenceLinksSize = 8
     static let maxReplyLength = Int(UInt16.max)
     static let maxKeyLength = Int(UInt8.max)
@@ -45,33 +49,47 @@ struct EntryBlock {
         self.base = base
     }
 
-    /// Where a profile's block puts its reply and values: each value's offset in the block,
-    /// inside the reply when the reply carries it byte for byte, else after the reply.
+    /// Where a profile's block puts its reply and values: the reply at `headerSize`, then the
+    /// values' locations, each value inside the reply when the reply carries it byte for byte,
+    /// else after the locations.
     private struct ProfileLayout {
         var byteCount: Int
-        var keyOffset: Int
-        var nameOffset: Int
-        var portraitUriOffset: Int
+        var wide: Bool
+        /// The id's offset, the name's offset and length, the portraitUri's offset and length.
+        var locations: (Int, Int, Int, Int, Int)
+        var afterReply: Int
         init?(key: UnsafeRawBufferPointer, profile: EncodedProfile) {
             let reply = profile.reply
             guard (1...maxKeyLength).contains(key.count), reply.count <= maxReplyLength else { return nil }
-            var end = profileHeaderSize + reply.count
-            func place(_ value: UnsafeRawBufferPointer, verbatimAt offsetInReply: Int?) -> Int {
-                if let offsetInReply { return profileHeaderSize + offsetInReply }
-                defer { end += value.count }
-                return end
-            }
             var keyInReply = EntryBlock.offset(of: key, in: reply)
             if keyInReply == nil, let copy = profile.userIdInReply, copy.count == key.count,
                EntryBlock.bytesEqual(copy.baseAddress!, key.baseAddress!, count: key.count) {
                 keyInReply = EntryBlock.offset(of: copy, in: reply)
             }
-            keyOffset = place(key, verbatimAt: keyInReply)
-            nameOffset = place(profile.name, verbatimAt: EntryBlock.offset(of: profile.name, in: reply))
-            portraitUriOffset = place(profile.portraitUri, verbatimAt: EntryBlock.offset(of: profile.portraitUri, in: reply))
-            // Offsets are UInt16: a block must end within 64 KiB.
-            guard end <= Int(UInt16.max) else { return nil }
-            byteCount = end
+            let nameInReply = EntryBlock.offset(of: profile.name, in: reply)
+            let portraitUriInReply = EntryBlock.offset(of: profile.portraitUri, in: reply)
+            // One byte a location when every one fits in it, else two.
+            for wide in [false, true] {
+                afterReply = headerSize + reply.count
+                var end = afterReply + locationCount * (wide ? 2 : 1)
+                func place(_ value: UnsafeRawBufferPointer, verbatimAt offsetInReply: Int?) -> Int {
+                    if let offsetInReply { return headerSize + offsetInReply }
+                    defer { end += value.count }
+                    return end
+                }
+                let keyOffset = place(key, verbatimAt: keyInReply)
+                let nameOffset = place(profile.name, verbatimAt: nameInReply)
+                let portraitUriOffset = place(profile.portraitUri, verbatimAt: portraitUriInReply)
+                locations = (keyOffset, nameOffset, profile.name.count, portraitUriOffset, profile.portraitUri.count)
+                let largest = max(keyOffset, nameOffset, profile.name.count, portraitUriOffset, profile.portraitUri.count)
+                if !wide && largest > Int(UInt8.max) { continue }
+                // Offsets are UInt16 at most: a block must end within 64 KiB.
+                guard end <= Int(UInt16.max) else { return nil }
+                byteCount = end
+                self.wide = wide
+                return
+            }
+            return nil
         }
     }
 
@@ -90,6 +108,7 @@ struct EntryBlock {
         guard let layout = ProfileLayout(key: key, profile: profile) else { return nil }
         let block = allocate(kind: .profile, replyLength: profile.reply.count, keyLength: key.count,
                              byteCount: layout.byteCount, in: &slab)
+        if layout.wide { block.base.storeBytes(of: Kind.profile.rawValue | wideBit, toByteOffset: 3, as: UInt8.self) }
         block.write(key: key, profile: profile, layout)
         return block
     }
@@ -104,28 +123,31 @@ struct EntryBlock {
         // Where it stands in eviction's queues stays.
         let evictionState = base.load(fromByteOffset: 3, as: UInt8.self) & (Self.mainBit | Self.frequencyMask)
         base.storeBytes(of: UInt16(profile.reply.count), as: UInt16.self)
-        base.storeBytes(of: Kind.profile.rawValue | evictionState, toByteOffset: 3, as: UInt8.self)
+        base.storeBytes(of: Kind.profile.rawValue | evictionState | (layout.wide ? Self.wideBit : 0), toByteOffset: 3, as: UInt8.self)
         write(key: key, profile: profile, layout)
         return true
     }
 
-    /// Writes the offsets, the reply and the values the reply does not carry.
+    /// Writes the reply, the locations and the values the reply does not carry.
     private func write(key: UnsafeRawBufferPointer, profile: EncodedProfile, _ layout: ProfileLayout) {
         let reply = profile.reply
-        base.storeBytes(of: UInt16(layout.keyOffset), toByteOffset: 4, as: UInt16.self)
-        base.storeBytes(of: UInt16(layout.nameOffset), toByteOffset: 6, as: UInt16.self)
-        base.storeBytes(of: UInt16(profile.name.count), toByteOffset: 8, as: UInt16.self)
-        base.storeBytes(of: UInt16(layout.portraitUriOffset), toByteOffset: 10, as: UInt16.self)
-        base.storeBytes(of: UInt16(profile.portraitUri.count), toByteOffset: 12, as: UInt16.self)
-        if reply.count > 0 { (base + Self.profileHeaderSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count) }
-        let afterReply = Self.profileHeaderSize + reply.count
+        if reply.count > 0 { (base + Self.headerSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count) }
+        let (keyOffset, nameOffset, nameCount, portraitUriOffset, portraitUriCount) = layout.locations
+        for (index, value) in [keyOffset, nameOffset, nameCount, portraitUriOffset, portraitUriCount].enumerated() {
+            if layout.wide {
+                base.storeBytes(of: UInt16(value), toByteOffset: layout.afterReply + 2 * index, as: UInt16.self)
+            } else {
+                base.storeBytes(of: UInt8(value), toByteOffset: layout.afterReply + index, as: UInt8.self)
+            }
+        }
+        let valuesStart = layout.afterReply + Self.locationCount * (layout.wide ? 2 : 1)
         func copyIfAfterReply(_ value: UnsafeRawBufferPointer, to offset: Int) {
-            guard offset >= afterReply, value.count > 0 else { return }
+            guard offset >= valuesStart, value.count > 0 else { return }
             (base + offset).copyMemory(from: value.baseAddress!, byteCount: value.count)
         }
-        copyIfAfterReply(key, to: layout.keyOffset)
-        copyIfAfterReply(profile.name, to: layout.nameOffset)
-        copyIfAfterReply(profile.portraitUri, to: layout.portraitUriOffset)
+        copyIfAfterReply(key, to: keyOffset)
+        copyIfAfterReply(profile.name, to: nameOffset)
+        copyIfAfterReply(profile.portraitUri, to: portraitUriOffset)
     }
 
     /// A block from `slab` remembering that `key` has no profile, or nil when the key's size
@@ -181,23 +203,39 @@ struct EntryBlock {
 
     /// A profile's reply; only meaningful when not `isAbsence`.
     var reply: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: base + Self.profileHeaderSize, count: replyLength)
+        UnsafeRawBufferPointer(start: base + Self.headerSize, count: replyLength)
     }
 
     /// A profile's reply and values; only meaningful when not `isAbsence`.
-    var profile: CachedProfile {
-        CachedProfile(reply: reply, userId: key, name: field(at: 6), portraitUri: field(at: 10))
+    var profile: CachedProfile { CachedProfile(block: base) }
+
+    /// A profile's name and portraitUri; only meaningful when not `isAbsence`.
+    var values: (name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) {
+        let locations = base + Self.headerSize + replyLength
+        func location(_ index: Int) -> Int {
+            isWide ? Int(locations.loadUnaligned(fromByteOffset: 2 * index, as: UInt16.self))
+                   : Int(locations.load(fromByteOffset: index, as: UInt8.self))
+        }
+        return (UnsafeRawBufferPointer(start: base + location(1), count: location(2)),
+                UnsafeRawBufferPointer(start: base + location(3), count: location(4)))
     }
 
-    /// The value whose offset and length are at `headerOffset` and the two bytes after it.
-    private func field(at headerOffset: Int) -> UnsafeRawBufferPointer {
-        let offset = Int(base.load(fromByteOffset: headerOffset, as: UInt16.self))
-        let count = Int(base.load(fromByteOffset: headerOffset + 2, as: UInt16.self))
-        return UnsafeRawBufferPointer(start: base + offset, count: count)
+    private var isWide: Bool { base.load(fromByteOffset: 3, as: UInt8.self) & Self.wideBit != 0 }
+
+    /// A profile's location number `index` (`ProfileLayout.locations`).
+    private func location(_ index: Int) -> Int {
+        let afterReply = Self.headerSize + replyLength
+        if isWide { return Int(base.loadUnaligned(fromByteOffset: afterReply + 2 * index, as: UInt16.self)) }
+        return Int(base.load(fromByteOffset: afterReply + index, as: UInt8.self))
+    }
+
+    /// The value whose offset and length are locations `index` and `index + 1`.
+    private func field(at index: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base + location(index), count: location(index + 1))
     }
 
     var key: UnsafeRawBufferPointer {
-        let offset = isAbsence ? Self.headerSize + Self.absenceLinksSize : Int(base.load(fromByteOffset: 4, as: UInt16.self))
+        let offset = isAbsence ? Self.headerSize + Self.absenceLinksSize : location(0)
         return UnsafeRawBufferPointer(start: base + offset, count: keyLength)
     }
 
@@ -236,9 +274,9 @@ struct EntryBlock {
     /// with the last value copied after it.
     var byteCount: Int {
         if isAbsence { return Self.headerSize + Self.absenceLinksSize + keyLength }
-        let name = field(at: 6), portraitUri = field(at: 10)
-        let keyEnd = Int(base.load(fromByteOffset: 4, as: UInt16.self)) + keyLength
-        return max(Self.profileHeaderSize + replyLength, keyEnd,
+        let name = field(at: 1), portraitUri = field(at: 3)
+        let keyEnd = location(0) + keyLength
+        return max(Self.headerSize + replyLength + Self.locationCount * (isWide ? 2 : 1), keyEnd,
                    name.baseAddress! - UnsafeRawPointer(base) + name.count,
                    portraitUri.baseAddress! - UnsafeRawPointer(base) + portraitUri.count)
     }

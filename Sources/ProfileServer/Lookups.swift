@@ -29,9 +29,11 @@ extension RequestProcessor {
         // The closure touches nothing of the worker: it runs under the shard's lock.
         let found: CacheLookupResult<R> = cache.lookup(userId) { outcome in
             switch outcome {
-            case .hit(let profile): .hit(use(ProfileValues(name: profile.name, portraitUri: profile.portraitUri)))
-            case .absent: .absent(use(nil))
-            case .miss(let ticket): .miss(ticket)
+            case .hit(let profile):
+                let (name, portraitUri) = profile.values
+                return .hit(use(ProfileValues(name: name, portraitUri: portraitUri)))
+            case .absent: return .absent(use(nil))
+            case .miss(let ticket): return .miss(ticket)
             }
         }
         switch found {

@@ -144,9 +144,10 @@ final class WriteCoordinator: @unchecked Sendable {
                 switch found {
                 case .hit(let profile):
                     // Copied out: the cache's bytes are only valid while its shard is locked.
-                    let name = profile.name.count, portraitUri = profile.portraitUri.count
-                    if name > 0 { known.copyMemory(from: profile.name.baseAddress!, byteCount: name) }
-                    if portraitUri > 0 { (known + name).copyMemory(from: profile.portraitUri.baseAddress!, byteCount: portraitUri) }
+                    let values = profile.values
+                    let name = values.name.count, portraitUri = values.portraitUri.count
+                    if name > 0 { known.copyMemory(from: values.name.baseAddress!, byteCount: name) }
+                    if portraitUri > 0 { (known + name).copyMemory(from: values.portraitUri.baseAddress!, byteCount: portraitUri) }
                     return .present(ProfileRow(userId: userId, name: UnsafeRawBufferPointer(start: known, count: name),
                                                portraitUri: UnsafeRawBufferPointer(start: known + name, count: portraitUri)))
                 case .absent: return .absent

@@ -112,9 +112,10 @@ import Testing
         #expect(Array(block.reply) == reply)
         #expect(Array(block.key) == key)
         #expect(Array(block.profile.userId) == key)
-        #expect(Array(block.profile.name) == name)
-        #expect(Array(block.profile.portraitUri) == uri)
-        #expect(block.byteCount == EntryBlock.profileHeaderSize + reply.count + uri.count)
+        #expect(Array(block.profile.values.name) == name)
+        #expect(Array(block.profile.values.portraitUri) == uri)
+        // The header, the reply, a byte for each location, then the value the reply lacks.
+        #expect(block.byteCount == EntryBlock.headerSize + reply.count + EntryBlock.locationCount + uri.count)
         // An id the reply does not carry (here: one it was not told of) is copied too.
         let other = try #require(Array("k".utf8).withUnsafeBytes { key in
             reply.withUnsafeBytes { reply in
@@ -124,8 +125,30 @@ import Testing
             }
         })
         #expect(Array(other.key) == Array("k".utf8))
-        #expect(other.profile.portraitUri.count == 0)
-        #expect(other.byteCount == EntryBlock.profileHeaderSize + reply.count + 1)
+        #expect(other.profile.values.portraitUri.count == 0)
+        #expect(other.byteCount == EntryBlock.headerSize + reply.count + EntryBlock.locationCount + 1)
+    }
+
+    /// Where a location does not fit in a byte (a portraitUri past 255 bytes, or anything
+    /// beyond that far into the block), every location takes two; the values read back the same.
+    @Test(arguments: [10, 200, 255, 256, 300, 2000])
+    func longValuesTakeTwoByteLocations(uriLength: Int) throws {
+        let uri = String(repeating: "u", count: uriLength)
+        let line = replyLine("someone", name: "Fran", uri: uri)
+        let cache = ProfileCache(limitBytes: 1 << 20, shardCount: 1)
+        cache.store("someone", line)
+        #expect(cache.seen("someone") == .hit(line))
+        let values: [String]? = Array("someone".utf8).withUnsafeBytes { key in
+            cache.lookup(key) { outcome in
+                guard case .hit(let profile) = outcome else { return nil }
+                return [profile.userId, profile.values.name, profile.values.portraitUri].map { String(decoding: $0, as: UTF8.self) }
+            }
+        }
+        #expect(values == ["someone", "Fran", uri])
+        // Rewritten in place, or moved to a block of the other width: still the same values.
+        cache.update("someone", replyLine("someone", name: "Fran", uri: String(uri.dropLast())))
+        #expect(cache.seen("someone") == .hit(replyLine("someone", name: "Fran", uri: String(uri.dropLast()))))
+        #expect(cache.integrityViolations() == [])
     }
 
     @Test func aHitShowsTheProfilesValues() throws {
@@ -134,7 +157,7 @@ import Testing
         let values: [String]? = Array("42".utf8).withUnsafeBytes { key in
             cache.lookup(key) { outcome in
                 guard case .hit(let profile) = outcome else { return nil }
-                return [profile.userId, profile.name, profile.portraitUri].map { String(decoding: $0, as: UTF8.self) }
+                return [profile.userId, profile.values.name, profile.values.portraitUri].map { String(decoding: $0, as: UTF8.self) }
             }
         }
         #expect(values == ["42", "Fran", "https://cdn.example/42.png"])
