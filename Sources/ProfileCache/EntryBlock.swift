@@ -133,13 +133,18 @@ struct EntryBlock {
         let reply = profile.reply
         if reply.count > 0 { (base + Self.headerSize).copyMemory(from: reply.baseAddress!, byteCount: reply.count) }
         let (keyOffset, nameOffset, nameCount, portraitUriOffset, portraitUriCount) = layout.locations
-        for (index, value) in [keyOffset, nameOffset, nameCount, portraitUriOffset, portraitUriCount].enumerated() {
+        func store(_ index: Int, _ value: Int) {
             if layout.wide {
                 base.storeBytes(of: UInt16(value), toByteOffset: layout.afterReply + 2 * index, as: UInt16.self)
             } else {
                 base.storeBytes(of: UInt8(value), toByteOffset: layout.afterReply + index, as: UInt8.self)
             }
         }
+        store(0, keyOffset)
+        store(1, nameOffset)
+        store(2, nameCount)
+        store(3, portraitUriOffset)
+        store(4, portraitUriCount)
         let valuesStart = layout.afterReply + Self.locationCount * (layout.wide ? 2 : 1)
         func copyIfAfterReply(_ value: UnsafeRawBufferPointer, to offset: Int) {
             guard offset >= valuesStart, value.count > 0 else { return }
@@ -211,22 +216,24 @@ struct EntryBlock {
 
     /// A profile's name and portraitUri; only meaningful when not `isAbsence`.
     var values: (name: UnsafeRawBufferPointer, portraitUri: UnsafeRawBufferPointer) {
-        let locations = base + Self.headerSize + replyLength
-        func location(_ index: Int) -> Int {
-            isWide ? Int(locations.loadUnaligned(fromByteOffset: 2 * index, as: UInt16.self))
-                   : Int(locations.load(fromByteOffset: index, as: UInt8.self))
-        }
+        // Where the locations are, and their width, read once for the four.
+        let (locations, wide) = (self.locations, isWide)
+        func location(_ index: Int) -> Int { Self.location(index, at: locations, wide: wide) }
         return (UnsafeRawBufferPointer(start: base + location(1), count: location(2)),
                 UnsafeRawBufferPointer(start: base + location(3), count: location(4)))
     }
 
     private var isWide: Bool { base.load(fromByteOffset: 3, as: UInt8.self) & Self.wideBit != 0 }
 
+    /// Where a profile's locations start: right after its reply.
+    private var locations: UnsafeMutableRawPointer { base + Self.headerSize + replyLength }
+
     /// A profile's location number `index` (`ProfileLayout.locations`).
-    private func location(_ index: Int) -> Int {
-        let afterReply = Self.headerSize + replyLength
-        if isWide { return Int(base.loadUnaligned(fromByteOffset: afterReply + 2 * index, as: UInt16.self)) }
-        return Int(base.load(fromByteOffset: afterReply + index, as: UInt8.self))
+    private func location(_ index: Int) -> Int { Self.location(index, at: locations, wide: isWide) }
+
+    private static func location(_ index: Int, at locations: UnsafeMutableRawPointer, wide: Bool) -> Int {
+        wide ? Int(locations.loadUnaligned(fromByteOffset: 2 * index, as: UInt16.self))
+             : Int(locations.load(fromByteOffset: index, as: UInt8.self))
     }
 
     /// The value whose offset and length are locations `index` and `index + 1`.
